@@ -1,0 +1,38 @@
+# The two commands of the README:
+#   make demo   set up, then run the embedded Bible En-Fr demo end to end (profiles/local)
+#   make test   set up, then run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: setup setup-dev profiles demo test lint clean-results
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# torch first and alone: a pinned CPU/CUDA build already present is kept, and nothing else can drag in another.
+setup: $(BIN)/python
+	$(BIN)/pip install --quiet "torch==2.13.0"
+	$(BIN)/pip install --quiet -e .
+	$(BIN)/python -m pipeline_lib.setup_profiles
+
+setup-dev: setup
+	$(BIN)/pip install --quiet -e ".[dev]"
+
+profiles: $(BIN)/python
+	$(BIN)/python -m pipeline_lib.setup_profiles
+
+demo: setup
+	. $(BIN)/activate && snakemake --profile local all
+
+test: setup-dev
+	. $(BIN)/activate && python -m pytest -q -ra $(PYTEST_ARGS)
+
+lint: setup-dev
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	. $(BIN)/activate && snakemake --lint
+
+clean-results:
+	rm -rf results work logs

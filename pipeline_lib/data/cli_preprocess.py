@@ -1,0 +1,220 @@
+"""``preprocess``: Moses normalize/tokenize and clean a raw ``{split}.{lang}`` directory.
+
+Usage::
+
+    python -m pipeline_lib preprocess --in-dir work/demo/raw --out-dir work/demo/tok \\
+        --src en --tgt fr [--ratio 1.5 --min-len 1 --max-len 250] [--dedup] [--workers N]
+
+What happens to each split follows fairseq's ``prepare-wmt14en2fr.sh``: every split is
+normalized, stripped of non-printing characters and tokenized with ``-a``; ``train`` and
+``valid`` are then cleaned like ``clean-corpus-n.perl -ratio 1.5 ... 1 250``; ``test`` is never
+cleaned (its lines must stay aligned with the reference). ``--valid-every 1333`` carves the
+valid split out of train (every 1333rd line) when the corpus ships no dev set.
+A ``mono.{tgt}`` (or ``mono.{src}``) file, if present, is tokenized and length-cleaned on
+its own, for back-translation.
+
+Bad input stops the stage before anything is written: a source/target line-count mismatch
+or invalid UTF-8 is reported as ``file:line``; a cleaned split left empty is an error. Lines
+longer than ``--hard-limit`` tokens (10k) are dropped untokenized and counted.
+
+Outputs: ``{split}.{lang}`` plus ``meta.json`` (languages, ``moses_tokenized``, settings,
+per-split counts of kept and dropped pairs by reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pipeline_lib.data import moses
+from pipeline_lib.data.parallel import default_workers, map_chunks
+from pipeline_lib.data.textio import AtomicGroup, read_lines, read_parallel
+from pipeline_lib.errors import ConfigError, InputError
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--in-dir", required=True, type=Path, help="directory with raw {split}.{lang} files")
+    p.add_argument("--out-dir", required=True, type=Path, help="output directory (tokenized text)")
+    p.add_argument("--src", required=True, help="source language code (en)")
+    p.add_argument("--tgt", required=True, help="target language code (fr)")
+    p.add_argument("--splits", nargs="+", default=["train", "valid", "test"])
+    p.add_argument(
+        "--clean-splits", nargs="*", default=["train", "valid"], help="splits filtered by clean-corpus-n"
+    )
+    p.add_argument("--ratio", type=float, default=1.5, help="max length ratio (clean-corpus-n -ratio)")
+    p.add_argument("--min-len", type=int, default=1, help="min tokens per side")
+    p.add_argument("--max-len", type=int, default=250, help="max tokens per side")
+    p.add_argument("--hard-limit", type=int, default=10_000, help="drop lines over this many raw tokens")
+    p.add_argument(
+        "--dedup", action="store_true", help="drop repeated (source, target) pairs in cleaned splits"
+    )
+    p.add_argument("--valid-every", type=int, default=0, help="carve valid from every N-th train line")
+    p.add_argument(
+        "--no-tokenize", action="store_true", help="normalize only (for SentencePiece on raw text)"
+    )
+    p.add_argument("--no-normalize", action="store_true", help="skip normalize-punctuation")
+    p.add_argument("--no-aggressive", action="store_true", help="tokenize without -a")
+    p.add_argument("--workers", type=int, default=default_workers())
+    p.add_argument("--chunk-size", type=int, default=2000, help="lines per parallel work unit")
+
+
+def _scan(path: Path) -> int:
+    """Count lines and validate UTF-8 up front, so bad input fails before any work."""
+    n = 0
+    for _ in read_lines(path):
+        n += 1
+    return n
+
+
+def _pair_key(row: tuple[str, ...]) -> bytes:
+    return hashlib.blake2b("\t".join(row).encode("utf-8"), digest_size=12).digest()
+
+
+class _Split:
+    """Where the rows of one split come from (maybe a slice of train)."""
+
+    def __init__(self, name: str, files: list[Path], every: int = 0, take: bool = True) -> None:
+        self.name, self.files, self.every, self.take = name, files, every, take
+
+    def rows(self) -> Iterator[tuple[str, ...]]:
+        it = read_parallel(*self.files) if len(self.files) == 2 else ((s,) for s in read_lines(self.files[0]))
+        for i, row in enumerate(it, 1):
+            if self.every and (i % self.every == 0) != self.take:
+                continue
+            yield row
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    clean_cfg = moses.CleanConfig(args.ratio, args.min_len, args.max_len, args.hard_limit)
+    tok_cfg = moses.TokConfig(
+        normalize=not args.no_normalize,
+        tokenize=not args.no_tokenize,
+        aggressive_dash_splits=not args.no_aggressive,
+    )
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    if args.chunk_size < 1:
+        raise ConfigError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.src == args.tgt:
+        raise ConfigError("--src and --tgt must differ")
+    in_dir: Path = args.in_dir
+    langs = (args.src, args.tgt)
+
+    # -- plan and validate every input before writing anything -----------------------------
+    plan: list[_Split] = []
+    for split in args.splits:
+        files = [in_dir / f"{split}.{lang}" for lang in langs]
+        if split == "valid" and args.valid_every and not files[0].exists():
+            train = [in_dir / f"train.{lang}" for lang in langs]
+            plan.append(_Split("valid", train, args.valid_every, take=True))
+            continue
+        if split == "train" and args.valid_every and not (in_dir / f"valid.{args.src}").exists():
+            plan.append(_Split("train", files, args.valid_every, take=False))
+            continue
+        plan.append(_Split(split, files))
+    for lang in langs:
+        mono = in_dir / f"mono.{lang}"
+        if mono.exists():
+            plan.append(_Split("mono", [mono]))
+    for sp in plan:
+        counts = [_scan(f) for f in sp.files]
+        if len(counts) == 2 and counts[0] != counts[1]:
+            short, long_ = (0, 1) if counts[0] < counts[1] else (1, 0)
+            raise InputError(
+                f"{sp.files[long_]}:{counts[short] + 1}: line-count mismatch, {sp.files[long_]} has "
+                f"{counts[long_]} lines but {sp.files[short]} has {counts[short]}"
+            )
+        sp.total = counts[0]  # type: ignore[attr-defined]
+
+    stats: dict[str, dict] = {}
+    with AtomicGroup() as group:
+        for sp in plan:
+            is_mono = len(sp.files) == 1
+            out_langs = (sp.files[0].suffix[1:],) if is_mono else langs
+            cleaned = is_mono or sp.name in args.clean_splits
+            tmp_paths = [group.tmp_for(args.out_dir / f"{sp.name}.{lang}") for lang in out_langs]
+            outs = [open(t, "w", encoding="utf-8", newline="\n") for t in tmp_paths]  # noqa: SIM115
+            reasons: Counter[str] = Counter()
+            seen: set[bytes] = set()
+            n_in = n_out = 0
+            t0 = time.perf_counter()
+            try:
+                total = sp.total  # type: ignore[attr-defined]
+                bar = tqdm(total=total, desc=f"preprocess {sp.name}", unit="line", disable=None)
+                results = map_chunks(
+                    moses.process_chunk,
+                    sp.rows(),
+                    workers=args.workers,
+                    chunk_size=args.chunk_size,
+                    initializer=moses.init_worker,
+                    initargs=(out_langs, tok_cfg, clean_cfg if cleaned else None),
+                )
+                for rows, chunk_stats in results:
+                    reasons.update(chunk_stats)
+                    n_in += len(rows)
+                    bar.update(len(rows))
+                    for row in rows:
+                        if row is None:
+                            continue
+                        if args.dedup and cleaned:
+                            key = _pair_key(row)
+                            if key in seen:
+                                reasons["duplicate"] += 1
+                                continue
+                            seen.add(key)
+                        for f, col in zip(outs, row, strict=True):
+                            f.write(col)
+                            f.write("\n")
+                        n_out += 1
+                bar.close()
+            finally:
+                for f in outs:
+                    f.close()
+            if n_out == 0:
+                detail = ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())) or "no input lines"
+                raise InputError(
+                    f"{sp.files[0]}: split '{sp.name}' is empty after cleaning "
+                    f"(all {n_in} lines removed: {detail}); check --ratio/--min-len/--max-len"
+                )
+            dt = time.perf_counter() - t0
+            stats[sp.name] = {"input": n_in, "kept": n_out, "removed": dict(sorted(reasons.items()))}
+            log.info(
+                "%s: kept %d of %d lines (%s) in %.1fs",
+                sp.name,
+                n_out,
+                n_in,
+                ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none removed",
+                dt,
+            )
+        meta = {
+            "stage": "preprocess",
+            "src_lang": args.src,
+            "tgt_lang": args.tgt,
+            "moses_tokenized": tok_cfg.tokenize,
+            "aggressive_dash_splits": tok_cfg.aggressive_dash_splits and tok_cfg.tokenize,
+            "normalized": tok_cfg.normalize,
+            "clean": {
+                "splits": list(args.clean_splits),
+                "ratio": clean_cfg.ratio,
+                "min_len": clean_cfg.min_len,
+                "max_len": clean_cfg.max_len,
+                "hard_limit": clean_cfg.hard_limit,
+                "dedup": bool(args.dedup),
+                "valid_every": args.valid_every,
+            },
+            "splits": stats,
+        }
+        meta_tmp = group.tmp_for(args.out_dir / "meta.json")
+        meta_tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,305 @@
+"""``learn-bpe`` / ``apply-bpe``: joint subword segmentation (subword-nmt BPE or SentencePiece).
+
+Learn (on the train split of both languages, jointly)::
+
+    python -m pipeline_lib learn-bpe --in-dir work/demo/tok --src en --tgt fr \\
+        --model-dir work/demo/subword --merges 10000            # subword-nmt joint BPE
+    python -m pipeline_lib learn-bpe ... --kind spm --spm-type unigram --vocab-size 8000
+
+Apply (every ``{split}.{lang}`` and ``mono.{lang}`` file of ``--in-dir``, chunk-parallel)::
+
+    python -m pipeline_lib apply-bpe --in-dir work/demo/tok --model-dir work/demo/subword \\
+        --out-dir work/demo/bpe --src en --tgt fr [--vocab-threshold 50] [--workers N]
+
+BPE follows subword-nmt's ``learn-joint-bpe-and-vocab``: word counts of both training sides
+are summed, ``--merges`` operations are learnt on them (``codes``), and each language's
+segmented training text gives ``vocab.{lang}``. ``--vocab-threshold N`` (subword-nmt's
+recommendation: 50) then only produces subwords seen ``>= N`` times in that language's
+training text, splitting rarer ones further; 0 (default) applies the codes unfiltered like
+fairseq's WMT recipes. SentencePiece trains one joint model (``spm.model``) on the raw or
+normalized text (``preprocess --no-tokenize``); it has no random seed, and is deterministic
+as long as the corpus is under ``--spm-input-size`` sentences (larger corpora are sampled).
+
+``apply-bpe`` copies the model files into ``--out-dir`` and writes ``meta.json`` there with
+``subword`` (``bpe``/``spm``), the model file names, ``moses_tokenized`` (carried over from the
+preprocess ``meta.json``) and the languages: everything the decoder needs to undo it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import logging
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pipeline_lib.data.parallel import default_workers, map_chunks
+from pipeline_lib.data.textio import AtomicGroup, count_lines, read_lines
+from pipeline_lib.errors import ConfigError, InputError
+
+log = logging.getLogger(__name__)
+MODEL_META = "subword.json"
+
+
+# ------------------------------------------------------------------------------------------
+# learning
+# ------------------------------------------------------------------------------------------
+def add_learn_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--in-dir", required=True, type=Path, help="directory with train.{src} / train.{tgt}")
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+    p.add_argument("--model-dir", required=True, type=Path, help="where codes / spm.model are written")
+    p.add_argument("--kind", choices=["bpe", "spm"], default="bpe")
+    p.add_argument("--merges", type=int, default=40000, help="BPE merge operations (joint)")
+    p.add_argument("--min-frequency", type=int, default=2, help="stop when a pair is rarer (subword-nmt)")
+    p.add_argument("--spm-type", choices=["unigram", "bpe"], default="unigram")
+    p.add_argument("--vocab-size", type=int, default=32000, help="SentencePiece vocabulary size")
+    p.add_argument("--character-coverage", type=float, default=1.0)
+    p.add_argument("--spm-input-size", type=int, default=10_000_000, help="max sentences SentencePiece reads")
+    p.add_argument("--workers", type=int, default=default_workers())
+
+
+def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
+    from subword_nmt import apply_bpe, learn_bpe
+
+    if args.merges < 1:
+        raise ConfigError(f"--merges must be >= 1, got {args.merges}")
+    full_vocab: Counter[str] = Counter()
+    for path in files:
+        for _ in read_lines(path):  # validate UTF-8 with a file:line error before subword-nmt reads it
+            pass
+        with codecs.open(str(path), encoding="utf-8") as f:
+            full_vocab += learn_bpe.get_vocabulary(f, num_workers=max(1, args.workers))
+    if not full_vocab:
+        raise InputError(f"{files[0]}: training text is empty")
+    log.info("learning %d joint BPE merges on %d word types", args.merges, len(full_vocab))
+    with AtomicGroup() as group:
+        codes_tmp = group.tmp_for(args.model_dir / "codes")
+        with codecs.open(str(codes_tmp), "w", encoding="utf-8") as out:
+            vocab_list = [f"{w} {c}" for w, c in full_vocab.items()]
+            learn_bpe.learn_bpe(vocab_list, out, args.merges, args.min_frequency, is_dict=True)
+        # Per-language vocabularies of the segmented training text, for --vocab-threshold.
+        with codecs.open(str(codes_tmp), encoding="utf-8") as codes:
+            bpe = apply_bpe.BPE(codes)
+        for path, lang in zip(files, (args.src, args.tgt), strict=True):
+            counts: Counter[str] = Counter()
+            for line in read_lines(path):
+                counts.update(bpe.segment_tokens(line.split()))
+            vocab_tmp = group.tmp_for(args.model_dir / f"vocab.{lang}")
+            with open(vocab_tmp, "w", encoding="utf-8", newline="\n") as f:
+                for tok, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+                    f.write(f"{tok} {c}\n")
+        n_codes = sum(1 for line in codes_tmp.open(encoding="utf-8") if not line.startswith("#version"))
+    return {"kind": "bpe", "codes": "codes", "merges": args.merges, "learned_merges": n_codes}
+
+
+def _learn_spm(args: argparse.Namespace, files: list[Path]) -> dict:
+    import sentencepiece as spm
+
+    if args.vocab_size < 8:
+        raise ConfigError(f"--vocab-size must be >= 8, got {args.vocab_size}")
+    for path in files:
+        for _ in read_lines(path):
+            pass
+    args.model_dir.mkdir(parents=True, exist_ok=True)
+    prefix = args.model_dir / "spm.tmp"
+    # Ids 0-3 match pipeline_lib.data.vocab (pad, bos, eos, unk), though binarize builds its own
+    # vocabulary from the pieces anyway.
+    try:
+        _train_spm(spm, args, files, prefix)
+    except RuntimeError as exc:  # e.g. "Vocabulary size too high (N)" for a small corpus
+        raise ConfigError(
+            f"--vocab-size {args.vocab_size}: SentencePiece failed on {files[0]}: {exc}"
+        ) from None
+    for ext in ("model", "vocab"):
+        Path(f"{prefix}.{ext}").replace(args.model_dir / f"spm.{ext}")
+    return {"kind": "spm", "model": "spm.model", "spm_type": args.spm_type, "vocab_size": args.vocab_size}
+
+
+def _train_spm(spm, args: argparse.Namespace, files: list[Path], prefix: Path) -> None:
+    spm.SentencePieceTrainer.train(
+        input=[str(f) for f in files],
+        model_prefix=str(prefix),
+        vocab_size=args.vocab_size,
+        model_type=args.spm_type,
+        character_coverage=args.character_coverage,
+        input_sentence_size=args.spm_input_size,
+        shuffle_input_sentence=True,
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        num_threads=max(1, args.workers),
+        minloglevel=1,
+    )
+
+
+def run_learn(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    files = [args.in_dir / f"train.{lang}" for lang in (args.src, args.tgt)]
+    for f in files:
+        if not f.is_file():
+            raise InputError(f"{f}: training file not found")
+    info = _learn_bpe(args, files) if args.kind == "bpe" else _learn_spm(args, files)
+    info.update({"src_lang": args.src, "tgt_lang": args.tgt, "trained_on": [str(f) for f in files]})
+    (args.model_dir / MODEL_META).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    log.info("wrote %s", args.model_dir)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# applying
+# ------------------------------------------------------------------------------------------
+def add_apply_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--in-dir", required=True, type=Path, help="tokenized {split}.{lang} files")
+    p.add_argument("--model-dir", required=True, type=Path, help="output of learn-bpe")
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+    p.add_argument("--splits", nargs="+", default=["train", "valid", "test", "mono"])
+    p.add_argument("--vocab-threshold", type=int, default=0, help="BPE: subword-nmt --vocabulary-threshold")
+    p.add_argument("--workers", type=int, default=default_workers())
+    p.add_argument("--chunk-size", type=int, default=2000)
+
+
+_SEGMENTER: dict[str, Callable[[str], str]] = {}
+
+
+def init_segmenter(kind: str, model_path: str, vocab_path: str | None, threshold: int) -> None:
+    """Build the segmenter once per worker process."""
+    if kind == "bpe":
+        from subword_nmt import apply_bpe
+
+        vocab = None
+        if vocab_path is not None and threshold > 0:
+            with codecs.open(vocab_path, encoding="utf-8") as vf:
+                vocab = apply_bpe.read_vocabulary(vf, threshold)
+        with codecs.open(model_path, encoding="utf-8") as codes:
+            bpe = apply_bpe.BPE(codes, vocab=vocab)
+        _SEGMENTER["fn"] = lambda line: " ".join(bpe.segment_tokens(line.split()))
+    else:
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=model_path)
+        _SEGMENTER["fn"] = lambda line: " ".join(sp.encode(line, out_type=str))
+
+
+def segment_chunk(lines: list[str]) -> list[str]:
+    fn = _SEGMENTER["fn"]
+    return [fn(line) for line in lines]
+
+
+def segment_file(
+    src: Path,
+    dst: Path,
+    *,
+    kind: str,
+    model_path: Path,
+    vocab_path: Path | None = None,
+    threshold: int = 0,
+    workers: int = 1,
+    chunk_size: int = 2000,
+) -> int:
+    """Segment ``src`` into ``dst`` (written directly; callers handle atomicity)."""
+    n = 0
+    total = count_lines(src)
+    with open(dst, "w", encoding="utf-8", newline="\n") as out:
+        bar = tqdm(total=total, desc=f"{kind} {src.name}", unit="line", disable=None)
+        initargs = (kind, str(model_path), str(vocab_path) if vocab_path else None, threshold)
+        for seg in map_chunks(
+            segment_chunk,
+            read_lines(src),
+            workers=workers,
+            chunk_size=chunk_size,
+            initializer=init_segmenter,
+            initargs=initargs,
+        ):
+            for line in seg:
+                out.write(line)
+                out.write("\n")
+            n += len(seg)
+            bar.update(len(seg))
+        bar.close()
+    return n
+
+
+def load_model_meta(model_dir: Path) -> dict:
+    path = model_dir / MODEL_META
+    if not path.is_file():
+        raise InputError(f"{path}: not found (run `python -m pipeline_lib learn-bpe` first)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    info = load_model_meta(args.model_dir)
+    kind = info["kind"]
+    model_file = info["codes"] if kind == "bpe" else info["model"]
+    model_path = args.model_dir / model_file
+    if args.vocab_threshold and kind != "bpe":
+        raise ConfigError("--vocab-threshold applies to BPE only (SentencePiece has --vocab-size)")
+    jobs = [
+        (split, lang)
+        for split in args.splits
+        for lang in (args.src, args.tgt)
+        if (args.in_dir / f"{split}.{lang}").is_file()
+    ]
+    if not jobs:
+        raise InputError(f"{args.in_dir}: no {{split}}.{{lang}} files for splits {args.splits}")
+    for split, lang in jobs:  # fail on bad bytes before writing anything
+        for _ in read_lines(args.in_dir / f"{split}.{lang}"):
+            pass
+    prev_meta_path = args.in_dir / "meta.json"
+    prev = json.loads(prev_meta_path.read_text(encoding="utf-8")) if prev_meta_path.is_file() else {}
+    counts: dict[str, int] = {}
+    with AtomicGroup() as group:
+        for split, lang in jobs:
+            vocab_path = args.model_dir / f"vocab.{lang}" if kind == "bpe" and args.vocab_threshold else None
+            if vocab_path is not None and not vocab_path.is_file():
+                raise InputError(f"{vocab_path}: not found; --vocab-threshold needs learn-bpe's vocabularies")
+            dst = group.tmp_for(args.out_dir / f"{split}.{lang}")
+            counts[f"{split}.{lang}"] = segment_file(
+                args.in_dir / f"{split}.{lang}",
+                dst,
+                kind=kind,
+                model_path=model_path,
+                vocab_path=vocab_path,
+                threshold=args.vocab_threshold,
+                workers=args.workers,
+                chunk_size=args.chunk_size,
+            )
+        for name in [model_file, *(f"vocab.{lang}" for lang in (args.src, args.tgt)), MODEL_META]:
+            if (args.model_dir / name).is_file() and args.model_dir.resolve() != args.out_dir.resolve():
+                shutil.copyfile(args.model_dir / name, group.tmp_for(args.out_dir / name))
+        meta = {
+            "stage": "apply-bpe",
+            "subword": kind,
+            "model": model_file,
+            "vocab_threshold": args.vocab_threshold,
+            "src_lang": args.src,
+            "tgt_lang": args.tgt,
+            "moses_tokenized": bool(prev.get("moses_tokenized", True)),
+            "aggressive_dash_splits": bool(prev.get("aggressive_dash_splits", True)),
+            "lines": counts,
+        }
+        group.tmp_for(args.out_dir / "meta.json").write_text(
+            json.dumps(meta, indent=2) + "\n", encoding="utf-8"
+        )
+    log.info("segmented %d files into %s", len(counts), args.out_dir)
+    return 0
+
+
+def commands() -> dict[str, tuple[Callable, Callable]]:
+    return {
+        "learn-bpe": (add_learn_arguments, run_learn),
+        "apply-bpe": (add_apply_arguments, run_apply),
+    }

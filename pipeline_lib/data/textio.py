@@ -1,0 +1,132 @@
+"""Plain-text corpus I/O shared by the data stages.
+
+Every file between stages is UTF-8, one sentence per line, named ``{split}.{lang}`` inside a
+stage directory (``work/<dataset>/raw/train.en``, ``.../tok/train.en``, ``.../bpe/train.en``).
+Readers decode strictly and report the first bad byte as ``file:line``; writers go through a
+temporary file renamed into place, so a failed stage never clobbers a previous good output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from pipeline_lib.errors import InputError
+
+SPLITS = ("train", "valid", "test")
+
+
+def read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield the lines of a UTF-8 file without their newline; invalid UTF-8 raises
+    :class:`InputError` naming the file, line and byte offset within the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                ) from None
+            # Only "\n" separates sentences; a stray "\r" (CRLF files) is not content.
+            yield line.rstrip("\n").rstrip("\r")
+
+
+def count_lines(path: str | os.PathLike[str]) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+        # A final line without newline still counts.
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                n += 1
+    return n
+
+
+def read_parallel(src: str | os.PathLike[str], tgt: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
+    """Yield aligned (source, target) lines; a length mismatch is an error naming both files
+    and the first line number that exists in only one of them."""
+    it_s, it_t = read_lines(src), read_lines(tgt)
+    lineno = 0
+    while True:
+        s = next(it_s, None)
+        t = next(it_t, None)
+        lineno += 1
+        if s is None and t is None:
+            return
+        if s is None or t is None:
+            longer, shorter = (tgt, src) if s is None else (src, tgt)
+            raise InputError(
+                f"{longer}:{lineno}: line-count mismatch, {shorter} ends after {lineno - 1} lines "
+                f"but {longer} continues"
+            )
+        yield s, t
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO]:
+    """Open ``path.tmp`` for writing and rename it onto ``path`` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    kwargs = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
+    f = open(tmp, mode, **kwargs)  # noqa: SIM115 - closed below
+    try:
+        yield f
+    except BaseException:
+        f.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    f.close()
+    os.replace(tmp, path)
+
+
+def write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> int:
+    n = 0
+    with atomic_write(path) as f:
+        for line in lines:
+            f.write(line)
+            f.write("\n")
+            n += 1
+    return n
+
+
+class AtomicGroup:
+    """Several outputs written as ``*.tmp`` and renamed together at the end, so a stage that
+    fails half-way leaves every previous output untouched."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Path, Path]] = []
+
+    def tmp_for(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        self._pending.append((tmp, path))
+        return tmp
+
+    def commit(self) -> None:
+        for tmp, final in self._pending:
+            os.replace(tmp, final)
+        self._pending.clear()
+
+    def rollback(self) -> None:
+        for tmp, _ in self._pending:
+            tmp.unlink(missing_ok=True)
+        self._pending.clear()
+
+    def __enter__(self) -> AtomicGroup:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()

@@ -1,0 +1,177 @@
+"""``translate``: beam search, greedy decoding or sampling with a trained checkpoint.
+
+Usage (flags as in fairseq-generate / fairseq-interactive)::
+
+    # subword text in, detokenized text out (En-De: beam 4, lenpen 0.6)
+    python -m pipeline_lib translate --checkpoint run/checkpoint_avg.pt \\
+        --input work/de/bpe/test.en --output out/test.de --beam 4 --lenpen 0.6 \\
+        --output-generate out/test.generate --output-jsonl out/test.jsonl
+
+    # a binarized split (adds T- reference lines), greedy on GPU in bf16
+    python -m pipeline_lib translate --checkpoint ckpt.pt --split test --beam 1 \\
+        --device cuda --bf16 --output out/test.txt
+
+    # back-translation by sampling (top-10, seeded)
+    python -m pipeline_lib translate --checkpoint fr-en.pt --input mono.fr.bpe \\
+        --sampling --sampling-topk 10 --seed 7 --output-subword bt.en.bpe --output bt.en
+
+The vocabulary, the subword kind (``bpe``/``spm``) and whether the data was Moses-tokenized come
+from the binarized directory recorded in the checkpoint (``--data-dir`` overrides it). Outputs are
+written in input order, atomically (a failed run leaves earlier outputs untouched); see
+``pipeline_lib.decode.outputs`` for the formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+import torch
+
+from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data
+from pipeline_lib.decode.outputs import Postprocess, render, write_outputs
+from pipeline_lib.decode.search import SearchConfig
+from pipeline_lib.decode.translator import resolve_device, translate
+from pipeline_lib.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    io = p.add_argument_group("input/output")
+    io.add_argument("--checkpoint", required=True, help="checkpoint file (e.g. the averaged one)")
+    src = io.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", help="subword text, one sentence per line ('-': stdin)")
+    src.add_argument("--split", help="a split of the binarized data directory (e.g. test)")
+    io.add_argument("--data-dir", default=None, help="binarized directory (default: the checkpoint's)")
+    io.add_argument("--source-lang", default=None, help="for --split (default: the checkpoint's)")
+    io.add_argument("--target-lang", default=None, help="language for Moses detokenization (default: data's)")
+    io.add_argument("--output", required=True, help="plain text: subwords removed, detokenized ('-': stdout)")
+    io.add_argument("--output-subword", default=None, help="also write the raw subword hypotheses")
+    io.add_argument("--output-generate", default=None, help="also write fairseq-generate S/T/H/D/P lines")
+    io.add_argument("--output-jsonl", default=None, help="also write one JSON record per sentence")
+    io.add_argument("--remove-bpe", choices=["auto", "bpe", "spm", "none"], default="auto",
+                    help="subword kind to undo (auto: from the data's meta.json)")  # fmt: skip
+    io.add_argument("--detok", choices=["auto", "moses", "none"], default="auto",
+                    help="Moses detokenization (auto: if the data was Moses-tokenized)")  # fmt: skip
+
+    s = p.add_argument_group("search")
+    s.add_argument("--beam", type=int, default=5, help="beam size (1 = greedy)")
+    s.add_argument("--lenpen", type=float, default=1.0, help="score / length**lenpen (fairseq)")
+    s.add_argument("--max-len-a", type=float, default=0.0, help="max output length a*src_len + b")
+    s.add_argument("--max-len-b", type=int, default=200)
+    s.add_argument("--min-len", type=int, default=1, help="forbid </s> before this many tokens")
+    s.add_argument("--nbest", type=int, default=1, help="hypotheses per sentence (<= beam)")
+    s.add_argument("--unkpen", type=float, default=0.0, help="subtract from <unk>'s log-prob")
+    s.add_argument("--no-unk", action="store_true", help="never generate <unk>")
+    s.add_argument("--sampling", action="store_true", help="sample instead of search (nbest samples)")
+    s.add_argument("--sampling-topk", type=int, default=-1, help="sample among the k most likely")
+    s.add_argument("--temperature", type=float, default=1.0)
+    s.add_argument("--seed", type=int, default=1, help="sampling seed")
+    s.add_argument("--no-cache", action="store_true", help="recompute every position (testing only)")
+
+    r = p.add_argument_group("runtime")
+    r.add_argument("--max-tokens", type=int, default=6000, help="source tokens per batch (0: no limit)")
+    r.add_argument("--batch-size", type=int, default=128, help="sentences per batch (0: no limit)")
+    r.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    r.add_argument("--bf16", action="store_true", help="bf16 autocast (meant for GPUs)")
+    r.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: torch's default)")
+    r.add_argument("--no-progress", action="store_true")
+
+
+def _search_config(args: argparse.Namespace) -> SearchConfig:
+    return SearchConfig(
+        beam=args.beam,
+        lenpen=args.lenpen,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
+        min_len=args.min_len,
+        nbest=args.nbest,
+        unkpen=args.unkpen,
+        no_unk=args.no_unk,
+        sampling=args.sampling,
+        sampling_topk=args.sampling_topk,
+        temperature=args.temperature,
+        use_cache=not args.no_cache,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    cfg = _search_config(args)  # validates the search flags before anything heavy happens
+    for flag in ("max_tokens", "batch_size", "threads"):
+        if getattr(args, flag) < 0:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 0")
+    if args.max_tokens == 0 and args.batch_size == 0:
+        raise ConfigError("--max-tokens and --batch-size cannot both be 0 (unlimited)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+
+    from pipeline_lib.train.checkpoint import load_model  # torch-heavy; imported when used
+
+    model, meta = load_model(args.checkpoint, device)
+    info = resolve_data(meta, args.data_dir, args.checkpoint)
+    if len(info.vocab) != model.config.tgt_vocab_size:
+        raise ConfigError(
+            f"{info.bin_dir / 'vocab.txt'} has {len(info.vocab)} entries but the model's vocabulary is "
+            f"{model.config.tgt_vocab_size}"
+        )
+    data = meta.get("data") or {}
+    tgt_lang = args.target_lang or data.get("tgt_lang") or info.meta.get("tgt_lang")
+    max_pos = model.config.max_positions
+    if args.input is not None:
+        sources = read_text_sources(args.input, info.vocab, max_pos)
+    else:
+        src_lang = args.source_lang or data.get("src_lang") or info.meta.get("src_lang")
+        if not src_lang:
+            raise ConfigError("--source-lang is needed with --split (the checkpoint does not record it)")
+        sources = read_binarized_sources(info, args.split, src_lang, tgt_lang, max_pos)
+    if sources.tokens and sources.unk_tokens / sources.tokens > 0.05:
+        log.warning(
+            "%s: %.1f%% of source tokens are <unk>: is the input segmented with the training BPE/SPM?",
+            sources.origin,
+            100 * sources.unk_tokens / sources.tokens,
+        )
+
+    subword = info.meta.get("subword", "none") if args.remove_bpe == "auto" else args.remove_bpe
+    moses = bool(info.meta.get("moses_tokenized", False)) if args.detok == "auto" else args.detok == "moses"
+    if moses and not tgt_lang:
+        raise ConfigError("--target-lang is needed for Moses detokenization (the data does not record it)")
+    post = Postprocess(subword=subword, moses_lang=tgt_lang if moses else None)
+
+    log.info(
+        "translate %d sentences from %s on %s: %s, beam %d, lenpen %g, max len %g*src+%d%s",
+        len(sources.ids), sources.origin, device, model.config.describe(), cfg.beam, cfg.lenpen,
+        cfg.max_len_a, cfg.max_len_b, ", sampling" if cfg.sampling else "",
+    )  # fmt: skip
+    start = time.perf_counter()
+    hyps = translate(
+        model,
+        sources.ids,
+        cfg,
+        max_tokens=args.max_tokens or None,
+        batch_size=args.batch_size or None,
+        bf16=args.bf16,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+    elapsed = time.perf_counter() - start
+    generated = sum(len(nbest[0].tokens) + 1 for nbest in hyps if nbest)
+    log.info(
+        "decoded %d sentences, %d tokens (best hyps, </s> incl.) in %.1fs: %.1f sent/s, %.1f tok/s",
+        len(hyps), generated, elapsed, len(hyps) / max(elapsed, 1e-9), generated / max(elapsed, 1e-9),
+    )  # fmt: skip
+    rendered = render(hyps, info.vocab, post)
+    write_outputs(
+        hyps,
+        rendered,
+        sources.text,
+        sources.references,
+        output=args.output,
+        output_subword=args.output_subword,
+        output_generate=args.output_generate,
+        output_jsonl=args.output_jsonl,
+    )
+    return 0

@@ -1,0 +1,105 @@
+"""What the translate stage reads: the data directory a checkpoint was trained on, and sources.
+
+Sources are either subword text (one sentence per line, already BPE'd/SentencePiece'd, as for
+``fairseq-interactive``) or a split of a binarized directory (as for ``fairseq-generate``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline_lib.data.indexed import IndexedDataset, dataset_exists, load_meta, split_prefix
+from pipeline_lib.data.textio import read_lines
+from pipeline_lib.data.vocab import Vocabulary
+from pipeline_lib.errors import CheckpointError, ConfigError, InputError
+
+
+@dataclass
+class DataInfo:
+    """The binarized directory's vocabulary and metadata (what to undo on the output)."""
+
+    bin_dir: Path
+    vocab: Vocabulary
+    meta: dict[str, Any]
+
+
+@dataclass
+class Sources:
+    ids: list[list[int]]  # without </s>
+    text: list[str]  # the subword source lines (for S- lines)
+    references: list[str] | None  # subword target lines, when a binarized split has them
+    unk_tokens: int
+    tokens: int
+    origin: str  # file or split name, for messages
+
+
+def resolve_data(checkpoint_meta: dict[str, Any], data_dir: str | None, checkpoint: str) -> DataInfo:
+    data = checkpoint_meta.get("data") or {}
+    bin_dir = data_dir if data_dir is not None else data.get("bin_dir")
+    if not bin_dir:
+        raise ConfigError(f"--data-dir is needed: checkpoint {checkpoint} does not record its data directory")
+    bin_dir = Path(bin_dir)
+    if not (bin_dir / "vocab.txt").is_file():
+        hint = "" if data_dir is not None else f" (recorded in checkpoint {checkpoint}; pass --data-dir)"
+        raise ConfigError(f"{bin_dir / 'vocab.txt'}: vocabulary not found{hint}")
+    vocab = Vocabulary.load(bin_dir / "vocab.txt")
+    expected = checkpoint_meta.get("vocab_sha256")
+    if expected and vocab.sha256() != expected:
+        raise CheckpointError(
+            f"{bin_dir / 'vocab.txt'} (sha256 {vocab.sha256()[:12]}…) is not the vocabulary checkpoint "
+            f"{checkpoint} was trained with (sha256 {expected[:12]}…)"
+        )
+    return DataInfo(bin_dir, vocab, load_meta(bin_dir))
+
+
+def _check_length(n: int, max_positions: int, where: str) -> None:
+    if n + 1 > max_positions:
+        raise InputError(f"{where}: source has {n} tokens + </s>; the model accepts at most {max_positions}")
+
+
+def read_text_sources(path: str, vocab: Vocabulary, max_positions: int) -> Sources:
+    """Subword text, one sentence per line; ``-`` reads stdin. Every line is validated first."""
+    if path == "-":
+        lines = [line.rstrip("\n").rstrip("\r") for line in sys.stdin]
+    else:
+        if not os.path.isfile(path):
+            raise InputError(f"{path}: input file not found")
+        lines = list(read_lines(path))
+    ids: list[list[int]] = []
+    unk = total = 0
+    for lineno, line in enumerate(lines, 1):
+        seq = vocab.encode(line.split())
+        _check_length(len(seq), max_positions, f"{path}:{lineno}")
+        unk += seq.count(vocab.unk)
+        total += len(seq)
+        ids.append(seq)
+    return Sources(ids, lines, None, unk, total, path)
+
+
+def read_binarized_sources(
+    info: DataInfo, split: str, src_lang: str, tgt_lang: str | None, max_positions: int
+) -> Sources:
+    prefix = split_prefix(info.bin_dir, split, src_lang)
+    data = IndexedDataset(prefix)
+    vocab = info.vocab
+    ids: list[list[int]] = []
+    unk = total = 0
+    for i in range(len(data)):
+        seq = data[i].tolist()
+        _check_length(len(seq), max_positions, f"{prefix} sentence {i + 1}")
+        unk += seq.count(vocab.unk)
+        total += len(seq)
+        ids.append(seq)
+    refs = None
+    if tgt_lang and dataset_exists(split_prefix(info.bin_dir, split, tgt_lang)):
+        tgt = IndexedDataset(split_prefix(info.bin_dir, split, tgt_lang))
+        if len(tgt) != len(data):
+            raise InputError(
+                f"{info.bin_dir}: split {split} has {len(data)} {src_lang} but {len(tgt)} {tgt_lang} lines"
+            )
+        refs = [vocab.string(tgt[i]) for i in range(len(tgt))]
+    return Sources(ids, [vocab.string(s) for s in ids], refs, unk, total, f"{prefix}.*")

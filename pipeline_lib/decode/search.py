@@ -1,0 +1,346 @@
+"""Batched search over a TransformerModel: beam search, greedy decoding and sampling.
+
+Everything is vectorised over (sentences x beam): one ``topk`` over ``beam * vocab`` per sentence
+per step, finished hypotheses are written into preallocated tensors, and sentences that are done
+are dropped from the batch (their rows leave the K/V caches), as fairseq's SequenceGenerator does.
+
+Semantics follow fairseq 0.12 (``fairseq-generate``):
+
+* scores are natural-log probabilities; a finished hypothesis scores
+  ``sum(log p) / len ** lenpen`` where ``len`` counts the final ``</s>``;
+* ``</s>`` candidates are finalised only from the best ``beam`` of the ``2 * beam`` candidates
+  of a step, and a sentence stops as soon as it holds ``beam`` finished hypotheses (fairseq's
+  rule, not the "no active hypothesis could still win" bound: it is what published fairseq
+  BLEU scores were decoded with);
+* the output length is at most ``max_len_a * src_len + max_len_b`` tokens plus ``</s>``, where
+  ``src_len`` counts the source ``</s>`` (fairseq's ``--max-len-a/--max-len-b``); at that length
+  ``</s>`` is forced. Unlike fairseq, the limit is per sentence (fairseq uses the padded batch
+  width), so results never depend on how sentences were batched;
+* ``min_len``: ``</s>`` is forbidden before that many tokens (fairseq ``--min-len``, default 1);
+* ``<pad>`` and ``<s>`` are never generated; ``<unk>`` can be penalised or forbidden;
+* ``temperature`` divides the logits before the softmax (beam search and sampling alike); a
+  sampled hypothesis is scored with the tempered log-probabilities, not renormalised over top-k
+  (as fairseq's ``--sampling-topk``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.transformer import EncoderOut, TransformerModel
+
+# Fixed by pipeline_lib.data.vocab.
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+NEG_INF = -math.inf
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    beam: int = 5
+    lenpen: float = 1.0
+    max_len_a: float = 0.0
+    max_len_b: int = 200
+    min_len: int = 1
+    nbest: int = 1
+    unkpen: float = 0.0
+    no_unk: bool = False
+    sampling: bool = False
+    sampling_topk: int = -1  # <= 0: sample from the full distribution
+    temperature: float = 1.0
+    use_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.beam < 1:
+            raise ConfigError(f"--beam must be >= 1, got {self.beam}")
+        if self.nbest < 1:
+            raise ConfigError(f"--nbest must be >= 1, got {self.nbest}")
+        if not self.sampling and self.nbest > self.beam:
+            raise ConfigError(f"--nbest ({self.nbest}) cannot exceed --beam ({self.beam})")
+        if self.temperature <= 0:
+            raise ConfigError(f"--temperature must be > 0, got {self.temperature}")
+        if self.max_len_a < 0 or self.max_len_b < 0:
+            raise ConfigError("--max-len-a and --max-len-b must be >= 0")
+        if self.min_len < 0:
+            raise ConfigError(f"--min-len must be >= 0, got {self.min_len}")
+        if self.sampling_topk > 0 and not self.sampling:
+            raise ConfigError("--sampling-topk needs --sampling")
+
+    @property
+    def greedy(self) -> bool:
+        return self.beam == 1 and not self.sampling
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # generated ids, without the final </s>
+    score: float  # sum of log-probs (incl. </s>) / (len(tokens) + 1) ** lenpen
+    positional_scores: list[float]  # log-prob of every token, the final </s> included
+
+    @property
+    def logprob(self) -> float:
+        return float(sum(self.positional_scores))
+
+
+class StepDecoder:
+    """One decoder step's log-probabilities, with or without the incremental cache.
+
+    With the cache, beam reordering only touches the self-attention K/V: every beam of a sentence
+    shares the same encoder K/V, so cross-attention state is reordered only when finished
+    sentences leave the batch (``shrink``).
+    """
+
+    def __init__(self, model: TransformerModel, enc: EncoderOut, use_cache: bool, temperature: float) -> None:
+        self.model = model
+        self.enc = enc
+        self.cache = model.new_cache() if use_cache else None
+        self.temperature = temperature
+
+    def log_probs(self, prefix: Tensor) -> Tensor:
+        if self.cache is not None:
+            logits = self.model.decode(prefix, self.enc, self.cache)[:, -1]
+        else:
+            logits = self.model.decode(prefix, self.enc)[:, -1]
+        logits = logits.float()
+        if self.temperature != 1.0:
+            logits = logits / self.temperature
+        return F.log_softmax(logits, dim=-1)
+
+    def reorder(self, order: Tensor, shrink: bool) -> None:
+        if self.cache is None:
+            self.enc = self.enc.reorder(order)
+            return
+        for layer in self.cache.layers:
+            layer.self_attn.reorder(order)
+            if shrink:
+                layer.cross_attn.reorder(order)
+        if shrink:
+            self.enc = self.enc.reorder(order)
+
+
+def max_lengths(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) -> Tensor:
+    """Per-sentence limit on generated tokens (without </s>), capped by the model's positions."""
+    src_len = src_tokens.ne(PAD).sum(dim=1).double()
+    limit = torch.floor(cfg.max_len_a * src_len + cfg.max_len_b).long()
+    # Decoder input at the last step is [bos] + limit tokens.
+    return limit.clamp(min=0, max=model.config.max_positions - 1)
+
+
+def _mask_special(lprobs: Tensor, step: int, cfg: SearchConfig, at_max: Tensor | None) -> None:
+    """In place: forbid pad/bos (and unk), enforce min_len, and force </s> at the length limit."""
+    eos_col = lprobs[:, EOS].clone() if at_max is not None else None
+    lprobs[:, PAD] = NEG_INF
+    lprobs[:, BOS] = NEG_INF
+    if cfg.no_unk:
+        lprobs[:, UNK] = NEG_INF
+    elif cfg.unkpen:
+        lprobs[:, UNK] -= cfg.unkpen
+    if step < cfg.min_len:
+        lprobs[:, EOS] = NEG_INF
+    if at_max is not None:
+        rows = at_max.nonzero().squeeze(1)
+        lprobs[rows] = NEG_INF
+        lprobs[rows, EOS] = eos_col[rows]
+
+
+def _rows_at_max(max_lens: Tensor, step: int, min_max: int, per_sentence: int) -> Tensor | None:
+    if step < min_max:  # python-side check: no device sync on ordinary steps
+        return None
+    return (max_lens <= step).repeat_interleave(per_sentence)
+
+
+@torch.inference_mode()
+def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) -> list[list[Hypothesis]]:
+    """Beam search for a batch of sources (B, S) right-padded with </s>; n-best lists per sentence."""
+    device = src_tokens.device
+    bsz, k = src_tokens.shape[0], cfg.beam
+    max_lens = max_lengths(model, src_tokens, cfg)
+    steps = int(max_lens.max()) + 1  # generated positions incl. </s>
+    enc = model.encode(src_tokens)
+    expand = torch.arange(bsz, device=device).repeat_interleave(k)
+    dec = StepDecoder(model, enc.reorder(expand), cfg.use_cache, cfg.temperature)
+
+    tokens = torch.full((bsz * k, steps + 1), PAD, dtype=torch.long, device=device)
+    tokens[:, 0] = BOS
+    cum = torch.zeros(bsz * k, steps, device=device)  # cumulative log-prob after each step
+    # Finished hypotheses, indexed by original sentence and slot.
+    fin_tokens = torch.full((bsz, k, steps), PAD, dtype=torch.long, device=device)
+    fin_cum = torch.zeros(bsz, k, steps, device=device)
+    fin_score = torch.full((bsz, k), NEG_INF, device=device)
+    fin_len = torch.zeros(bsz, k, dtype=torch.long, device=device)
+    fin_count = torch.zeros(bsz, dtype=torch.long, device=device)
+
+    alive = torch.arange(bsz, device=device)  # original ids of the sentences still searching
+    alive_max = max_lens
+    min_max = int(alive_max.min())
+    for step in range(steps):
+        n = alive.shape[0]
+        lprobs = dec.log_probs(tokens[:, : step + 1])
+        vocab = lprobs.shape[1]
+        _mask_special(lprobs, step, cfg, _rows_at_max(alive_max, step, min_max, k))
+        if step == 0:
+            # All beams hold the same prefix: expand from the first one only.
+            flat = lprobs.view(n, k, vocab)[:, 0, :]
+        else:
+            flat = (lprobs + cum[:, step - 1 : step]).view(n, k * vocab)
+        c = min(2 * k, flat.shape[1])
+        cand_scores, cand_idx = flat.topk(c, dim=1)
+        cand_beams = torch.div(cand_idx, vocab, rounding_mode="floor")
+        cand_tokens = cand_idx - cand_beams * vocab
+        base = torch.arange(n, device=device).unsqueeze(1) * k
+        cand_rows = cand_beams + base  # rows of the current batch
+        is_eos = cand_tokens.eq(EOS)
+
+        # ---- finalise </s> among the best k candidates (tensors only) ----
+        eos_top = is_eos[:, :k] & cand_scores[:, :k].gt(NEG_INF)
+        rank = eos_top.long().cumsum(dim=1) - 1
+        slot = fin_count[alive].unsqueeze(1) + rank
+        take = eos_top & slot.lt(k)
+        si, ci = take.nonzero(as_tuple=True)
+        if si.numel():
+            orig, sl, rows = alive[si], slot[si, ci], cand_rows[si, ci]
+            hyp = tokens[rows, 1 : step + 2].clone()
+            hyp[:, step] = EOS
+            fin_tokens[orig, sl, : step + 1] = hyp
+            fin_cum[orig, sl, :step] = cum[rows, :step]
+            fin_cum[orig, sl, step] = cand_scores[si, ci]
+            fin_score[orig, sl] = cand_scores[si, ci] / float(step + 1) ** cfg.lenpen
+            fin_len[orig, sl] = step + 1
+            fin_count.index_add_(0, orig, torch.ones_like(orig))
+        done = fin_count[alive].ge(k) | alive_max.le(step)
+        keep = (~done).nonzero().squeeze(1)
+        if keep.numel() == 0:
+            break
+
+        # ---- the k best non-</s> candidates continue ----
+        positions = torch.arange(c, device=device).expand(n, c)
+        _, active = torch.topk(is_eos.long() * c + positions, k, dim=1, largest=False)
+        shrink = keep.numel() < n
+        if shrink:
+            alive, alive_max = alive[keep], alive_max[keep]
+            min_max = int(alive_max.min())
+            active, cand_rows = active[keep], cand_rows[keep]
+            cand_scores, cand_tokens, is_eos = cand_scores[keep], cand_tokens[keep], is_eos[keep]
+        order = cand_rows.gather(1, active).view(-1)
+        new_scores = cand_scores.gather(1, active)
+        # A </s> that had to be kept (vocabulary smaller than 2k) must never win.
+        new_scores = new_scores.masked_fill(is_eos.gather(1, active), NEG_INF).view(-1)
+        tokens = tokens.index_select(0, order)
+        tokens[:, step + 1] = cand_tokens.gather(1, active).view(-1)
+        cum = cum.index_select(0, order)
+        cum[:, step] = new_scores
+        dec.reorder(order, shrink)
+
+    return _collect(fin_tokens, fin_cum, fin_score, fin_len, fin_count, cfg.nbest)
+
+
+def _collect(
+    fin_tokens: Tensor, fin_cum: Tensor, fin_score: Tensor, fin_len: Tensor, fin_count: Tensor, nbest: int
+) -> list[list[Hypothesis]]:
+    order = fin_score.argsort(dim=1, descending=True, stable=True)
+    idx = order.unsqueeze(2).expand_as(fin_tokens)
+    fin_tokens, fin_cum = fin_tokens.gather(1, idx).cpu(), fin_cum.gather(1, idx).cpu()
+    fin_score, fin_len = fin_score.gather(1, order).cpu(), fin_len.gather(1, order).cpu()
+    positional = torch.diff(fin_cum, dim=2, prepend=torch.zeros_like(fin_cum[:, :, :1]))
+    counts = fin_count.clamp(max=fin_score.shape[1]).tolist()
+    lens, scores, toks, pos = fin_len.tolist(), fin_score.tolist(), fin_tokens.tolist(), positional.tolist()
+    out: list[list[Hypothesis]] = []
+    for b, count in enumerate(counts):
+        hyps = []
+        for j in range(min(count, nbest)):
+            n = lens[b][j]
+            hyps.append(Hypothesis(toks[b][j][: n - 1], scores[b][j], pos[b][j][:n]))
+        out.append(hyps)
+    return out
+
+
+@torch.inference_mode()
+def sample_search(
+    model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig, generator: torch.Generator | None = None
+) -> list[list[Hypothesis]]:
+    """Greedy decoding (``cfg.greedy``) or ancestral sampling: ``nbest`` independent samples per
+    sentence, full or top-k, from the tempered distribution; n-best lists sorted by score."""
+    device = src_tokens.device
+    bsz = src_tokens.shape[0]
+    per = cfg.nbest if cfg.sampling else 1
+    max_lens = max_lengths(model, src_tokens, cfg)
+    steps = int(max_lens.max()) + 1
+    enc = model.encode(src_tokens)
+    if per > 1:
+        enc = enc.reorder(torch.arange(bsz, device=device).repeat_interleave(per))
+    dec = StepDecoder(model, enc, cfg.use_cache, cfg.temperature)
+    rows_total = bsz * per
+
+    tokens = torch.full((rows_total, steps + 1), PAD, dtype=torch.long, device=device)
+    tokens[:, 0] = BOS
+    lps = torch.zeros(rows_total, steps, device=device)
+    fin_tokens = torch.full((rows_total, steps), PAD, dtype=torch.long, device=device)
+    fin_lps = torch.zeros(rows_total, steps, device=device)
+    fin_len = torch.zeros(rows_total, dtype=torch.long, device=device)
+
+    alive = torch.arange(rows_total, device=device)  # original row ids
+    alive_max = max_lens.repeat_interleave(per)
+    min_max = int(alive_max.min())
+    for step in range(steps):
+        lprobs = dec.log_probs(tokens[:, : step + 1])
+        _mask_special(lprobs, step, cfg, _rows_at_max(alive_max, step, min_max, 1))
+        if cfg.sampling:
+            if cfg.sampling_topk > 0:
+                top_lp, top_idx = lprobs.topk(min(cfg.sampling_topk, lprobs.shape[1]), dim=1)
+                pick = torch.multinomial(top_lp.exp(), 1, generator=generator)
+                choice, lp = top_idx.gather(1, pick).squeeze(1), top_lp.gather(1, pick).squeeze(1)
+            else:
+                choice = torch.multinomial(lprobs.exp(), 1, generator=generator).squeeze(1)
+                lp = lprobs.gather(1, choice.unsqueeze(1)).squeeze(1)
+        else:
+            lp, choice = lprobs.max(dim=1)
+        tokens[:, step + 1] = choice
+        lps[:, step] = lp
+        done = choice.eq(EOS) | alive_max.le(step)
+        fin = done.nonzero().squeeze(1)
+        if fin.numel():
+            orig = alive[fin]
+            fin_tokens[orig, : step + 1] = tokens[fin, 1 : step + 2]
+            fin_tokens[orig, step] = EOS
+            fin_lps[orig, : step + 1] = lps[fin, : step + 1]
+            fin_len[orig] = step + 1
+            keep = (~done).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            alive, alive_max = alive[keep], alive_max[keep]
+            min_max = int(alive_max.min())
+            tokens, lps = tokens.index_select(0, keep), lps.index_select(0, keep)
+            dec.reorder(keep, shrink=True)
+
+    lens = fin_len.cpu()
+    # Unnormalised sum, then fairseq's length normalisation.
+    score = fin_lps.sum(dim=1).cpu() / lens.double().pow(cfg.lenpen).float()
+    toks, pos, lens_l, score_l = (
+        fin_tokens.cpu().tolist(),
+        fin_lps.cpu().tolist(),
+        lens.tolist(),
+        score.tolist(),
+    )
+    out: list[list[Hypothesis]] = []
+    for b in range(bsz):
+        hyps = []
+        for r in range(b * per, (b + 1) * per):
+            n = lens_l[r]
+            hyps.append(Hypothesis(toks[r][: n - 1], score_l[r], pos[r][:n]))
+        hyps.sort(key=lambda h: -h.score)
+        out.append(hyps)
+    return out
+
+
+def generate(
+    model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig, generator: torch.Generator | None = None
+) -> list[list[Hypothesis]]:
+    """Dispatch: sampling and beam 1 go through the cheaper one-row-per-hypothesis loop."""
+    if cfg.sampling or cfg.greedy:
+        return sample_search(model, src_tokens, cfg, generator)
+    return beam_search(model, src_tokens, cfg)

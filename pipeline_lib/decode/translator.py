@@ -1,0 +1,95 @@
+"""Translate a list of id sequences: length-sorted batches, device placement, bf16, progress.
+
+Sentences are sorted by source length (longest first, so an out-of-memory batch shows up at the
+start) and batched by ``max_tokens`` (sentences x longest source, ``</s>`` included) and
+``batch_size``; hypotheses come back in input order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from pipeline_lib.decode.search import EOS, PAD, Hypothesis, SearchConfig, generate
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.transformer import TransformerModel
+
+
+def plan_decode_batches(
+    lengths: Sequence[int], max_tokens: int | None, batch_size: int | None
+) -> list[np.ndarray]:
+    """Index arrays of length-sorted batches. ``lengths`` include the source </s>.
+
+    A sentence longer than ``max_tokens`` on its own still gets a batch of one.
+    """
+    if max_tokens is None and batch_size is None:
+        raise ConfigError("set --max-tokens or --batch-size")
+    sizes = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-sizes, kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    for pos in range(1, len(order) + 1):
+        count = pos - start + 1
+        if pos < len(order):
+            over_tokens = max_tokens is not None and count * int(sizes[order[start]]) > max_tokens
+            over_sents = batch_size is not None and count > batch_size
+            if not (over_tokens or over_sents):
+                continue
+        batches.append(order[start:pos])
+        start = pos
+    return batches
+
+
+def collate_sources(sources: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
+    """(B, S) ids + </s>, right-padded."""
+    width = max(len(s) for s in sources) + 1
+    out = np.full((len(sources), width), PAD, dtype=np.int64)
+    for i, s in enumerate(sources):
+        out[i, : len(s)] = s
+        out[i, len(s)] = EOS
+    return torch.from_numpy(out).to(device)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name}: CUDA is not available on this machine")
+    return device
+
+
+def translate(
+    model: TransformerModel,
+    sources: Sequence[Sequence[int]],
+    cfg: SearchConfig,
+    *,
+    max_tokens: int | None = 6000,
+    batch_size: int | None = 128,
+    bf16: bool = False,
+    seed: int = 1,
+    progress: bool = True,
+) -> list[list[Hypothesis]]:
+    """n-best lists for ``sources`` (id lists without </s>), in input order."""
+    device = next(model.parameters()).device
+    model.eval()
+    generator = torch.Generator(device=device).manual_seed(seed) if cfg.sampling else None
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    if not sources:
+        return results
+    batches = plan_decode_batches([len(s) + 1 for s in sources], max_tokens, batch_size)
+    autocast = (
+        torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    )
+    bar = tqdm(total=len(sources), unit="sent", desc="translate", disable=not progress or None)
+    with bar, autocast:
+        for idx in batches:
+            src = collate_sources([sources[i] for i in idx], device)
+            for i, hyps in zip(idx.tolist(), generate(model, src, cfg, generator), strict=True):
+                results[i] = hyps
+            bar.update(len(idx))
+    return results

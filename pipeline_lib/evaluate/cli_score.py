@@ -1,0 +1,136 @@
+"""`python -m pipeline_lib score`: every Table-1 metric for one system, with signatures, as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate import metrics as M
+from pipeline_lib.evaluate.textio import check_same_length, read_segments, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "deepnmt-score/1"
+ALL_METRICS = ("bleu", "tok_bleu", "ter", "chrf", "meteor")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hyp", required=True, help="detokenized hypothesis, one segment per line (UTF-8)")
+    p.add_argument("--ref", required=True, help="detokenized reference, same number of lines")
+    p.add_argument("--output", "-o", required=True, help="JSON file to write (atomically)")
+    p.add_argument("--system", help="system name stored in the JSON (default: hypothesis file stem)")
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        choices=ALL_METRICS,
+        help="metrics to compute (default: all; tok_bleu only when tokenized inputs are available)",
+    )
+    tok = p.add_argument_group("tokenized BLEU (multi-bleu.perl convention)")
+    tok.add_argument("--hyp-tok", help="Moses-tokenized hypothesis (BPE removed)")
+    tok.add_argument("--ref-tok", help="Moses-tokenized reference")
+    tok.add_argument(
+        "--moses-lang",
+        help="Moses-tokenize (sacremoses, tokenizer.perl -a) whichever of --hyp-tok/--ref-tok is missing "
+        "from the detokenized file, with this language code",
+    )
+    tok.add_argument(
+        "--compound-split",
+        action="store_true",
+        help="En-De convention: s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g on both sides before tokenized BLEU",
+    )
+    p.add_argument(
+        "--no-wordnet",
+        action="store_true",
+        help="METEOR without the WordNet synonym module even if WordNet data is installed",
+    )
+
+
+def _moses_tokenize(lines: list[str], lang: str) -> list[str]:
+    from sacremoses import MosesTokenizer
+
+    tokenizer = MosesTokenizer(lang=lang)
+    # -a and default escaping, as in fairseq's prepare-wmt14 scripts
+    return [
+        tokenizer.tokenize(line, aggressive_dash_splits=True, return_str=True, escape=True) for line in lines
+    ]
+
+
+def _tokenized_inputs(
+    args: argparse.Namespace, hyps: list[str], refs: list[str]
+) -> tuple[list[str], list[str], dict[str, str]] | None:
+    if not (args.hyp_tok or args.ref_tok or args.moses_lang):
+        return None
+    sources: dict[str, str] = {}
+    if args.hyp_tok:
+        hyp_tok = read_segments(args.hyp_tok)
+        check_same_length(args.hyp_tok, hyp_tok, args.hyp, hyps)
+        sources["hypothesis_tok"] = str(args.hyp_tok)
+    elif args.moses_lang:
+        hyp_tok = _moses_tokenize(hyps, args.moses_lang)
+        sources["hypothesis_tok"] = f"sacremoses({args.moses_lang}, -a) of {args.hyp}"
+    else:
+        raise ConfigError("--ref-tok given without --hyp-tok: give --hyp-tok or --moses-lang")
+    if args.ref_tok:
+        ref_tok = read_segments(args.ref_tok, allow_empty=False)
+        check_same_length(args.ref_tok, ref_tok, args.ref, refs)
+        sources["reference_tok"] = str(args.ref_tok)
+    elif args.moses_lang:
+        ref_tok = _moses_tokenize(refs, args.moses_lang)
+        sources["reference_tok"] = f"sacremoses({args.moses_lang}, -a) of {args.ref}"
+    else:
+        raise ConfigError("--hyp-tok given without --ref-tok: give --ref-tok or --moses-lang")
+    return hyp_tok, ref_tok, sources
+
+
+def score_system(args: argparse.Namespace) -> dict[str, Any]:
+    # Read and validate everything before computing anything: bad input fails early.
+    refs = read_segments(args.ref, allow_empty=False)
+    hyps = read_segments(args.hyp)
+    check_same_length(args.hyp, hyps, args.ref, refs)
+    tokenized = _tokenized_inputs(args, hyps, refs)
+    wanted = list(args.metrics) if args.metrics else [m for m in ALL_METRICS if m != "tok_bleu" or tokenized]
+    if "tok_bleu" in wanted and tokenized is None:
+        raise ConfigError("--metrics tok_bleu needs --hyp-tok/--ref-tok or --moses-lang")
+
+    scores: dict[str, Any] = {}
+    if "bleu" in wanted:
+        scores["bleu"] = M.sacre_bleu(hyps, refs)
+    if "tok_bleu" in wanted:
+        hyp_tok, ref_tok, sources = tokenized
+        scores["tok_bleu"] = {
+            **M.tokenized_bleu(hyp_tok, ref_tok, compound_split=args.compound_split),
+            **sources,
+        }
+    if "ter" in wanted:
+        scores["ter"] = M.ter(hyps, refs)
+    if "chrf" in wanted:
+        scores["chrf"] = M.chrf2(hyps, refs)
+    if "meteor" in wanted:
+        from pipeline_lib.evaluate.meteor import meteor
+
+        scores["meteor"] = meteor(hyps, refs, use_wordnet=not args.no_wordnet)
+    for name, value in scores.items():
+        log.info(
+            "%s %s = %.2f (%s)", args.system or Path(args.hyp).stem, name, value["score"], value["signature"]
+        )
+    return {
+        "schema": SCHEMA,
+        "system": args.system or Path(args.hyp).stem,
+        "hypothesis": str(args.hyp),
+        "reference": str(args.ref),
+        "n_segments": len(hyps),
+        "n_empty_hypotheses": sum(1 for h in hyps if not h),
+        "scores": scores,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    result = score_system(args)
+    write_json_atomic(args.output, result)
+    line = " ".join(f"{k}={v['score']:.2f}" for k, v in result["scores"].items())
+    print(f"{result['system']}: {line} ({result['n_segments']} segments) -> {args.output}")
+    return 0

@@ -1,0 +1,123 @@
+"""`python -m pipeline_lib significance`: paired bootstrap vs a baseline and the Table-3 matrix."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate import significance as S
+from pipeline_lib.evaluate.textio import (
+    check_same_length,
+    read_segments,
+    write_json_atomic,
+    write_text_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "deepnmt-significance/1"
+
+
+def _named_path(spec: str) -> tuple[str, str]:
+    """'NAME=PATH' or 'PATH' (name = file stem)."""
+    if "=" in spec:
+        name, path = spec.split("=", 1)
+        if not name or not path:
+            raise argparse.ArgumentTypeError(f"expected NAME=PATH or PATH, got {spec!r}")
+        return name, path
+    return Path(spec).stem, spec
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ref", required=True, help="detokenized reference (UTF-8, one segment per line)")
+    p.add_argument("--baseline", required=True, type=_named_path, help="[NAME=]FILE of the baseline system")
+    p.add_argument(
+        "--systems", nargs="+", required=True, type=_named_path, help="[NAME=]FILE of each compared system"
+    )
+    p.add_argument("--output", "-o", required=True, help="JSON file to write (atomically)")
+    p.add_argument("--markdown", help="also write the pairwise matrix (Table 3 layout) as markdown here")
+    p.add_argument(
+        "--metrics", nargs="+", default=["bleu"], choices=sorted(S.HIGHER_IS_BETTER), help="default: bleu"
+    )
+    p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples (sacrebleu: 1000)")
+    p.add_argument("--seed", type=int, default=12345, help="numpy seed, as SACREBLEU_SEED (default 12345)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level for +/-/= (default 0.05)")
+    p.add_argument("--no-matrix", action="store_true", help="only compare each system with the baseline")
+
+
+def _vs_baseline(out: dict[str, Any], metric: str, alpha: float) -> dict[str, Any]:
+    base, *systems = out["results"]
+    rows = []
+    for res in systems:
+        significant = res["p_value"] < alpha
+        better = res["score"] > base["score"] if S.HIGHER_IS_BETTER[metric] else res["score"] < base["score"]
+        rows.append({**res, "significant": significant, "better": better})
+    return {"signature": out["signature"], "baseline": base, "systems": rows}
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not 0.0 < args.alpha < 1.0:
+        raise ConfigError(f"--alpha: must be in (0, 1), got {args.alpha}")
+    S.validate(args.n_samples, args.seed)
+    if args.markdown and args.no_matrix:
+        raise ConfigError("--markdown renders the pairwise matrix: drop --no-matrix")
+    specs = [args.baseline, *args.systems]
+    names = [name for name, _ in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"--systems: duplicate system name(s) {duplicates}; use NAME=FILE to disambiguate")
+
+    refs = read_segments(args.ref, allow_empty=False)
+    named = []
+    for name, path in specs:
+        hyps = read_segments(path)
+        check_same_length(path, hyps, args.ref, refs)
+        named.append((name, hyps))
+
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "reference": str(args.ref),
+        "n_segments": len(refs),
+        "n_samples": args.n_samples,
+        "seed": args.seed,
+        "alpha": args.alpha,
+        "systems": [{"name": name, "file": str(path)} for name, path in specs],
+        "vs_baseline": {},
+        "pairwise": {},
+    }
+    for metric in args.metrics:
+        log.info("%s: paired bootstrap of %d systems vs %s", metric, len(args.systems), names[0])
+        out = S.paired_bootstrap(named, refs, metric, n_samples=args.n_samples, seed=args.seed)
+        result["vs_baseline"][metric] = _vs_baseline(out, metric, args.alpha)
+        if not args.no_matrix:
+
+            def progress(done: int, total: int, metric: str = metric) -> None:
+                log.info("%s matrix: baseline row %d/%d done", metric, done, total)
+
+            result["pairwise"][metric] = S.pairwise_matrix(
+                named,
+                refs,
+                metric,
+                n_samples=args.n_samples,
+                seed=args.seed,
+                alpha=args.alpha,
+                progress=progress,
+                first_row=out,
+            )
+
+    write_json_atomic(args.output, result)
+    if args.markdown:
+        text = "\n".join(S.render_matrix_markdown(m) for m in result["pairwise"].values())
+        write_text_atomic(args.markdown, text)
+    for metric, block in result["vs_baseline"].items():
+        for row in [block["baseline"], *block["systems"]]:
+            p = "baseline" if row["p_value"] is None else f"p={row['p_value']:.4f}"
+            star = "*" if row.get("significant") else ""
+            print(
+                f"{metric} {row['name']}: {row['score']:.2f} ({row['mean']:.2f} +- {row['ci']:.2f}) {p}{star}"
+            )
+    return 0

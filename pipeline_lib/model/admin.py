@@ -1,0 +1,198 @@
+"""Admin (Liu et al. 2020): profiling ω, the closed form, profile files, and folding into post-LN.
+
+Profiling, as the reference code does it (see REFERENCE.md): the model is built with every ω = 1
+and runs one training batch forward and backward in train mode. Each stack keeps a running total
+starting at 1.0; walking its sub-layers in forward order, ω_i = sqrt(total), then
+total += Var[branch_i output] (whole tensor, float32).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from pipeline_lib.errors import CheckpointError
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.residual import AdminConnection
+from pipeline_lib.model.transformer import Stack, TransformerModel
+
+PROFILE_FORMAT = "deepnmt-admin-profile/1"
+STACKS = ("encoder", "decoder")
+
+
+@dataclass
+class AdminProfile:
+    """Per-sub-layer ω for each stack, plus the architecture it was taken for."""
+
+    model_config: dict[str, Any]
+    omegas: dict[str, list[float]]
+    method: str  # "profiled" | "closed_form"
+    variances: dict[str, list[float]] = field(default_factory=dict)
+    batch: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PROFILE_FORMAT,
+            "method": self.method,
+            "model_config": self.model_config,
+            "omegas": self.omegas,
+            "variances": self.variances,
+            "batch": self.batch,
+        }
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(self.to_json(), handle, indent=2)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> AdminProfile:
+        path = Path(path)
+        if not path.exists():
+            raise CheckpointError(
+                f"Admin profile {path} does not exist: run `python -m pipeline_lib profile` first"
+            )
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"Admin profile {path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
+            raise CheckpointError(f"{path} is not an Admin profile (expected format {PROFILE_FORMAT!r})")
+        try:
+            return cls(data["model_config"], data["omegas"], data["method"], data["variances"], data["batch"])
+        except KeyError as exc:
+            raise CheckpointError(f"Admin profile {path} lacks the key {exc}") from exc
+
+    def check_matches(self, config: ModelConfig, source: str = "profile") -> None:
+        """A profile is only valid for the architecture it was taken for."""
+        expected = config.architecture()
+        for key, value in expected.items():
+            if self.model_config.get(key) != value:
+                raise CheckpointError(
+                    f"{source} was taken for {key}={self.model_config.get(key)!r} but the model has "
+                    f"{key}={value!r}: re-run profiling for this architecture"
+                )
+        sizes = {"encoder": config.encoder_sublayers, "decoder": config.decoder_sublayers}
+        for stack, size in sizes.items():
+            got = len(self.omegas.get(stack, []))
+            if got != size:
+                raise CheckpointError(f"{source} has {got} {stack} ω values, the model has {size} sub-layers")
+
+
+def _admin_connections(stack: Stack) -> list[AdminConnection]:
+    connections = stack.connections()
+    if not all(isinstance(c, AdminConnection) for c in connections):
+        raise ValueError("Admin ω only exists in models built with residual='admin'")
+    return connections
+
+
+def closed_form_omega(num_sublayers: int) -> float:
+    """admin-torch's profiling-free value: sqrt((N+1)/ln(N+1) - 1), N = sub-layers in the stack."""
+    n = num_sublayers + 1
+    return math.sqrt(n / math.log(n) - 1.0)
+
+
+def closed_form_profile(config: ModelConfig) -> AdminProfile:
+    omegas = {
+        "encoder": [closed_form_omega(config.encoder_sublayers)] * config.encoder_sublayers,
+        "decoder": [closed_form_omega(config.decoder_sublayers)] * config.decoder_sublayers,
+    }
+    return AdminProfile(config.to_dict(), omegas, "closed_form")
+
+
+def omegas_from_variances(variances: list[float]) -> list[float]:
+    omegas, total = [], 1.0
+    for variance in variances:
+        omegas.append(math.sqrt(total))
+        total += variance
+    return omegas
+
+
+def profile_model(
+    model: TransformerModel, run_batch: Callable[[TransformerModel], Tensor], batch_info: dict[str, int]
+) -> AdminProfile:
+    """Measure branch variances with every ω = 1; ``run_batch`` returns the batch's loss."""
+    variances: dict[str, list[float]] = {name: [] for name in STACKS}
+    handles = []
+    for name in STACKS:
+        for connection in _admin_connections(getattr(model, name)):
+            connection.omega.data.fill_(1.0)
+
+            def record(_module: nn.Module, _inputs: Any, output: Tensor, name: str = name) -> None:
+                variances[name].append(output.detach().float().var().item())
+
+            handles.append(connection.branch_output.register_forward_hook(record))
+    was_training = model.training
+    model.train()
+    try:
+        loss = run_batch(model)
+        loss.backward()  # as in the reference: one forward and backward, no update
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
+    omegas = {name: omegas_from_variances(values) for name, values in variances.items()}
+    return AdminProfile(model.config.to_dict(), omegas, "profiled", variances, batch_info)
+
+
+def apply_profile(model: TransformerModel, profile: AdminProfile) -> None:
+    profile.check_matches(model.config)
+    for name in STACKS:
+        for connection, omega in zip(
+            _admin_connections(getattr(model, name)), profile.omegas[name], strict=True
+        ):
+            connection.omega.data.fill_(omega)
+
+
+def model_omegas(model: TransformerModel) -> dict[str, list[list[float]]]:
+    """Current (trained) ω vectors, for logs and reports."""
+    return {
+        name: [c.omega.detach().float().tolist() for c in _admin_connections(getattr(model, name))]
+        for name in STACKS
+    }
+
+
+@torch.no_grad()
+def fold_admin(model: TransformerModel) -> TransformerModel:
+    """A plain post-LN model computing the same function as a trained Admin model (eval mode).
+
+    LN(x*w + f(x)) with x = LN_prev(z): scale LN_prev's gamma/beta by w, so it emits x*w, and the
+    branch's input projections by 1/w, so the branch still sees x. The first sub-layer of a stack
+    has no LN before it; its ω goes into the embedding's input gain instead.
+    """
+    config = model.config
+    folded = TransformerModel(ModelConfig.from_dict({**config.to_dict(), "residual": "post_ln"}))
+    folded.load_state_dict(_state_without_omegas(model), strict=True)
+    for name in STACKS:
+        admin_stack, plain_stack = getattr(model, name), getattr(folded, name)
+        omegas = [c.omega.detach().clone() for c in _admin_connections(admin_stack)]
+        connections = plain_stack.connections()
+        branches = [branch for layer in plain_stack.layers for _, branch in layer.sublayers()]
+        for i, (omega, branch) in enumerate(zip(omegas, branches, strict=True)):
+            if i == 0:
+                plain_stack.embed.set_input_gain(omega)
+            else:
+                previous_norm = connections[i - 1].norm
+                previous_norm.weight.mul_(omega)
+                previous_norm.bias.mul_(omega)
+            for projection in branch.input_projections():
+                projection.weight.div_(omega.unsqueeze(0))
+    return folded
+
+
+def _state_without_omegas(model: TransformerModel) -> dict[str, Tensor]:
+    return {k: v for k, v in model.state_dict().items() if not k.endswith(".omega")}

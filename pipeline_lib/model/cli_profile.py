@@ -1,0 +1,80 @@
+"""`python -m pipeline_lib profile`: Admin's profiling pass, written to a JSON profile file.
+
+The profile belongs in the experiment's own folder (the reference code's fixed file name in the
+working directory makes concurrent runs overwrite each other).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pipeline_lib.data.indexed import ParallelCorpus
+from pipeline_lib.data.vocab import Vocabulary
+from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.model.admin import closed_form_profile, profile_model
+from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
+from pipeline_lib.model.transformer import build_model
+from pipeline_lib.train.batching import collate, oversized, plan_batches
+from pipeline_lib.train.loss import label_smoothed_nll_loss
+
+log = logging.getLogger("pipeline_lib.profile")
+MAX_PROFILE_TOKENS = 8192
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, help="binarized data directory")
+    parser.add_argument("--source-lang", "-s", required=True)
+    parser.add_argument("--target-lang", "-t", required=True)
+    parser.add_argument("--output", required=True, help="profile JSON to write")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="batch size of the profiling batch")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--closed-form", action="store_true", help="admin-torch's formula instead of a profiling pass"
+    )
+    add_model_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.residual != "admin":
+        raise ConfigError(f"profile: --residual must be admin, got {args.residual!r}")
+    if not 0 < args.max_tokens <= MAX_PROFILE_TOKENS:
+        raise ConfigError(f"profile: --max-tokens must be in 1..{MAX_PROFILE_TOKENS}, got {args.max_tokens}")
+    vocab = Vocabulary.load(Path(args.data) / "vocab.txt")
+    config = model_config_from_args(args, len(vocab), len(vocab))
+    if args.closed_form:
+        profile = closed_form_profile(config)
+    else:
+        corpus = ParallelCorpus(args.data, "train", args.source_lang, args.target_lang)
+        src_sizes, tgt_sizes = corpus.src_sizes, corpus.tgt_sizes
+        keep = np.setdiff1d(
+            np.arange(len(corpus)), oversized(src_sizes, tgt_sizes, args.max_tokens, config.max_positions)
+        )
+        if len(keep) == 0:
+            raise InputError(f"{args.data}: no training pair fits in --max-tokens {args.max_tokens}")
+        # The first batch of the first epoch, as the trainer would draw it from the same seed.
+        first = keep[plan_batches(src_sizes[keep], tgt_sizes[keep], args.max_tokens, args.seed, epoch=1)[0]]
+        batch = collate([corpus[int(i)] for i in first], first, vocab.pad, vocab.bos, vocab.eos).to(
+            args.device
+        )
+        torch.manual_seed(args.seed)
+        model = build_model(config).to(args.device)
+
+        def run_batch(m: torch.nn.Module) -> torch.Tensor:
+            logits = m(batch.src_tokens, batch.prev_tokens)
+            loss, _ = label_smoothed_nll_loss(logits, batch.target, args.label_smoothing, vocab.pad)
+            return loss / batch.ntokens
+
+        info = {"sentences": batch.nsentences, "target_tokens": batch.ntokens, "seed": args.seed}
+        profile = profile_model(model, run_batch, info)
+    profile.save(args.output)
+    log.info("wrote %s (%s): %s", args.output, profile.method, json.dumps(profile.omegas)[:300])
+    return 0

@@ -1,0 +1,116 @@
+"""The one validated configuration of an encoder-decoder Transformer."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline_lib.errors import ConfigError
+
+# name -> (d_model, ffn_dim, heads)
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "base": (512, 2048, 8),
+    "big": (1024, 4096, 16),
+    "768": (768, 3072, 12),
+}
+RESIDUAL_VARIANTS = ("post_ln", "pre_ln", "admin", "dlcl")
+DLCL_NORMS = ("pre", "post")
+INITS = ("xavier", "lipschitz")
+
+# Fields that change the set of residual sub-layers: an Admin profile is only valid for these.
+ARCHITECTURE_FIELDS = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads", "residual")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    src_vocab_size: int
+    tgt_vocab_size: int
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_model: int = 512
+    ffn_dim: int = 2048
+    heads: int = 8
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    residual: str = "post_ln"
+    dlcl_norm: str = "pre"
+    init: str = "xavier"
+    # Joint vocabulary: one table for source, target input and output projection.
+    share_all_embeddings: bool = True
+    share_decoder_input_output_embed: bool = True
+    max_positions: int = 1024
+    pad_idx: int = 0
+
+    def __post_init__(self) -> None:
+        self._check_positive("src_vocab_size", "tgt_vocab_size", "encoder_layers", "decoder_layers")
+        self._check_positive("d_model", "ffn_dim", "heads", "max_positions")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {value!r}")
+        self._check_choice("residual", RESIDUAL_VARIANTS)
+        self._check_choice("dlcl_norm", DLCL_NORMS)
+        self._check_choice("init", INITS)
+        if self.d_model % self.heads:
+            raise ConfigError(f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}")
+        if self.share_all_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ConfigError(
+                "model.share_all_embeddings needs a joint vocabulary, but "
+                f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}"
+            )
+        if not 0 <= self.pad_idx < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ConfigError(f"model.pad_idx={self.pad_idx} is outside the vocabulary")
+
+    def _check_positive(self, *names: str) -> None:
+        for name in names:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+
+    def _check_choice(self, name: str, choices: tuple[str, ...]) -> None:
+        value = getattr(self, name)
+        if value not in choices:
+            raise ConfigError(f"model.{name}={value!r} is not one of {', '.join(choices)}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def encoder_sublayers(self) -> int:
+        return 2 * self.encoder_layers
+
+    @property
+    def decoder_sublayers(self) -> int:
+        return 3 * self.decoder_layers
+
+    def architecture(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in ARCHITECTURE_FIELDS}
+
+    def describe(self) -> str:
+        text = f"{self.encoder_layers}L-{self.decoder_layers}L d={self.d_model} {self.residual}"
+        return text + (f"({self.dlcl_norm})" if self.residual == "dlcl" else "") + f" init={self.init}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "model") -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+    @classmethod
+    def from_preset(cls, preset: str, **overrides: Any) -> ModelConfig:
+        if preset not in PRESETS:
+            raise ConfigError(f"model preset {preset!r} is not one of {', '.join(PRESETS)}")
+        d_model, ffn_dim, heads = PRESETS[preset]
+        fields = {"d_model": d_model, "ffn_dim": ffn_dim, "heads": heads}
+        fields.update(overrides)
+        return cls.from_dict(fields)

@@ -1,0 +1,85 @@
+"""Encoder and decoder layers: sub-layers wrapped in the variant's residual connection."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pipeline_lib.model.attention import KeyValueCache, MultiheadAttention
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.residual import ResidualVariant
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.activation_dropout = nn.Dropout(activation_dropout)
+
+    def input_projections(self) -> list[nn.Linear]:
+        return [self.fc1]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, variant: ResidualVariant) -> None:
+        super().__init__()
+        d, p = config.d_model, config.dropout
+        self.self_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=True)
+        self.self_attn_residual = variant.connection(d, p)
+        self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout)
+        self.ffn_residual = variant.connection(d, p)
+
+    def sublayers(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(residual connection, branch) pairs in forward order."""
+        return [(self.self_attn_residual, self.self_attn), (self.ffn_residual, self.ffn)]
+
+    def forward(self, x: Tensor, padding_mask: Tensor | None) -> Tensor:
+        x = self.self_attn_residual(x, lambda h: self.self_attn(h, key_padding_mask=padding_mask))
+        return self.ffn_residual(x, self.ffn)
+
+
+class DecoderLayerCache:
+    def __init__(self) -> None:
+        self.self_attn = KeyValueCache()
+        self.cross_attn = KeyValueCache()
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, variant: ResidualVariant) -> None:
+        super().__init__()
+        d, p = config.d_model, config.dropout
+        self.self_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=True)
+        self.self_attn_residual = variant.connection(d, p)
+        self.cross_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=False)
+        self.cross_attn_residual = variant.connection(d, p)
+        self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout)
+        self.ffn_residual = variant.connection(d, p)
+
+    def sublayers(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [
+            (self.self_attn_residual, self.self_attn),
+            (self.cross_attn_residual, self.cross_attn),
+            (self.ffn_residual, self.ffn),
+        ]
+
+    def forward(
+        self,
+        x: Tensor,
+        encoder_out: Tensor,
+        encoder_padding_mask: Tensor | None,
+        cache: DecoderLayerCache | None = None,
+    ) -> Tensor:
+        self_cache = cache.self_attn if cache is not None else None
+        cross_cache = cache.cross_attn if cache is not None else None
+        x = self.self_attn_residual(x, lambda h: self.self_attn(h, causal=True, cache=self_cache))
+        x = self.cross_attn_residual(
+            x,
+            lambda h: self.cross_attn(
+                h, key_value=encoder_out, key_padding_mask=encoder_padding_mask, cache=cross_cache
+            ),
+        )
+        return self.ffn_residual(x, self.ffn)

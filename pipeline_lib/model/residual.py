@@ -1,0 +1,139 @@
+"""Residual variants as small strategy objects.
+
+A variant decides two things: how one sub-layer's branch f is joined to its input
+(``SublayerConnection``), and how a stack combines whole layers (``LayerCombiner``):
+
+    post_ln : x = LN(x + f(x))                       plain stack
+    pre_ln  : x = x + f(LN(x))                       plain stack, final LN
+    admin   : x = LN(x * w + f(x)), w trainable      plain stack
+    dlcl    : pre- or post-LN sub-layers             dynamic linear combination of all layer outputs
+
+Every connection routes its branch output through ``branch_output`` (an identity module), so
+Admin profiling can observe branch variances with forward hooks and no special code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+Branch = Callable[[Tensor], Tensor]
+
+
+class SublayerConnection(nn.Module):
+    def __init__(self, d_model: int, dropout: float) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.branch_output = nn.Identity()
+
+    def branch(self, f: Branch, x: Tensor) -> Tensor:
+        return self.branch_output(self.dropout(f(x)))
+
+
+class PostLNConnection(SublayerConnection):
+    def forward(self, x: Tensor, f: Branch) -> Tensor:
+        return self.norm(x + self.branch(f, x))
+
+
+class PreLNConnection(SublayerConnection):
+    def forward(self, x: Tensor, f: Branch) -> Tensor:
+        return x + self.branch(f, self.norm(x))
+
+
+class AdminConnection(SublayerConnection):
+    """Post-LN with the shortcut scaled by a trainable vector ω (Liu et al. 2020)."""
+
+    def __init__(self, d_model: int, dropout: float) -> None:
+        super().__init__(d_model, dropout)
+        self.omega = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: Tensor, f: Branch) -> Tensor:
+        return self.norm(x * self.omega + self.branch(f, x))
+
+
+class LayerCombiner(nn.Module):
+    """Plain stacking: layer l+1 reads layer l's output."""
+
+    def start(self, embedded: Tensor) -> None:
+        self._last = embedded
+
+    def next_input(self) -> Tensor:
+        return self._last
+
+    def add(self, layer_output: Tensor) -> None:
+        self._last = layer_output
+
+    def output(self) -> Tensor:
+        out = self._last
+        del self._last
+        return out
+
+
+class DynamicLinearCombination(LayerCombiner):
+    """DLCL (Wang et al. 2019): layer l+1 reads G(y_0..y_l) with learnable lower-triangular weights.
+
+    pre-norm:  G = sum_k W[l, k] * LN_k(y_k)      post-norm: G = LN_l(sum_k W[l, k] * y_k)
+    Row r of W starts at 1/(r+1) on its first r+1 entries ("avg"). y_0 is the embedding.
+    """
+
+    def __init__(self, num_layers: int, d_model: int, norm: str) -> None:
+        super().__init__()
+        size = num_layers + 1
+        rows = torch.arange(1, size + 1, dtype=torch.float32).unsqueeze(1)
+        self.register_buffer("mask", torch.ones(size, size).tril(), persistent=False)
+        self.weight = nn.Parameter(self.mask / rows)
+        self.pre_norm = norm == "pre"
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(size))
+
+    def start(self, embedded: Tensor) -> None:
+        self._history: list[Tensor] = []
+        self.add(embedded)
+
+    def add(self, layer_output: Tensor) -> None:
+        if self.pre_norm:
+            layer_output = self.norms[len(self._history)](layer_output)
+        self._history.append(layer_output)
+
+    def next_input(self) -> Tensor:
+        row = len(self._history) - 1
+        weights = (self.weight * self.mask)[row, : row + 1]
+        combined = torch.einsum("k,k...->...", weights.to(self._history[0].dtype), torch.stack(self._history))
+        return combined if self.pre_norm else self.norms[row](combined)
+
+    def output(self) -> Tensor:
+        out = self.next_input()
+        del self._history
+        return out
+
+
+@dataclass(frozen=True)
+class ResidualVariant:
+    """Everything a stack needs to know about one residual variant."""
+
+    connection: type[SublayerConnection]
+    final_norm: bool
+    dlcl_norm: str | None = None
+
+    def make_combiner(self, num_layers: int, d_model: int) -> LayerCombiner:
+        if self.dlcl_norm is None:
+            return LayerCombiner()
+        return DynamicLinearCombination(num_layers, d_model, self.dlcl_norm)
+
+
+def residual_variant(name: str, dlcl_norm: str = "pre") -> ResidualVariant:
+    if name == "post_ln":
+        return ResidualVariant(PostLNConnection, final_norm=False)
+    if name == "pre_ln":
+        return ResidualVariant(PreLNConnection, final_norm=True)
+    if name == "admin":
+        return ResidualVariant(AdminConnection, final_norm=False)
+    if name == "dlcl":
+        # DLCL's pre-norm stack ends with an LN of its own; post-norm's combination is already normed.
+        if dlcl_norm == "pre":
+            return ResidualVariant(PreLNConnection, final_norm=True, dlcl_norm="pre")
+        return ResidualVariant(PostLNConnection, final_norm=False, dlcl_norm="post")
+    raise ValueError(f"unknown residual variant {name!r}")

@@ -1,0 +1,174 @@
+"""Encoder-decoder Transformer for NMT (batch-first).
+
+Token conventions (shared by trainer and decoder): source = ids + [eos];
+decoder input = [bos] + ids; target = ids + [eos].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.init import initialize
+from pipeline_lib.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
+from pipeline_lib.model.residual import ResidualVariant, residual_variant
+
+
+def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
+    half = d_model // 2
+    freqs = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / max(half - 1, 1)))
+    angles = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1) * freqs.unsqueeze(0)
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    if d_model % 2:
+        table = torch.cat([table, torch.zeros(max_positions, 1)], dim=1)
+    return table
+
+
+class TokenEmbedding(nn.Module):
+    """sqrt(d)-scaled token embeddings plus sinusoidal positions, then dropout.
+
+    ``input_gain`` is a per-dimension scale that is all ones (and absent) in every trained model;
+    Admin folding sets it to absorb the first sub-layer's ω, which has no preceding LayerNorm.
+    """
+
+    def __init__(self, table: nn.Embedding, config: ModelConfig) -> None:
+        super().__init__()
+        self.table = table
+        self.scale = math.sqrt(config.d_model)
+        self.max_positions = config.max_positions
+        self.register_buffer("positions", sinusoidal_positions(config.max_positions, config.d_model), False)
+        self.register_buffer("input_gain", None)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def set_input_gain(self, gain: Tensor) -> None:
+        self.input_gain = gain.detach().clone()
+
+    def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
+        end = start + tokens.shape[1]
+        if end > self.max_positions:
+            raise ValueError(f"sequence of length {end} exceeds model.max_positions={self.max_positions}")
+        x = self.table(tokens) * self.scale + self.positions[start:end].to(self.table.weight.dtype)
+        if self.input_gain is not None:
+            x = x * self.input_gain
+        return self.dropout(x)
+
+
+class Stack(nn.Module):
+    """Shared machinery of encoder and decoder: embedding, layers, combiner, optional final LN."""
+
+    def __init__(
+        self, layers: list[nn.Module], embed: TokenEmbedding, variant: ResidualVariant, d: int
+    ) -> None:
+        super().__init__()
+        self.embed = embed
+        self.layers = nn.ModuleList(layers)
+        self.combiner = variant.make_combiner(len(layers), d)
+        self.final_norm = nn.LayerNorm(d) if variant.final_norm else None
+
+    def connections(self) -> list[nn.Module]:
+        return [conn for layer in self.layers for conn, _ in layer.sublayers()]
+
+    def run_layers(self, x: Tensor, *layer_args, caches=None) -> Tensor:
+        self.combiner.start(x)
+        for i, layer in enumerate(self.layers):
+            extra = () if caches is None else (caches[i],)
+            self.combiner.add(layer(self.combiner.next_input(), *layer_args, *extra))
+        x = self.combiner.output()
+        return self.final_norm(x) if self.final_norm is not None else x
+
+
+@dataclass
+class EncoderOut:
+    hidden: Tensor  # (B, S, d)
+    padding_mask: Tensor  # (B, S) bool, True at padding
+
+    def reorder(self, order: Tensor) -> EncoderOut:
+        return EncoderOut(self.hidden.index_select(0, order), self.padding_mask.index_select(0, order))
+
+
+class DecoderCache:
+    """Incremental decoding state: per-layer self-attention K/V and cached encoder K/V."""
+
+    def __init__(self, num_layers: int) -> None:
+        self.layers = [DecoderLayerCache() for _ in range(num_layers)]
+        self.step = 0
+
+    def reorder(self, order: Tensor) -> None:
+        for layer in self.layers:
+            layer.self_attn.reorder(order)
+            layer.cross_attn.reorder(order)
+
+
+class TransformerModel(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        variant = residual_variant(config.residual, config.dlcl_norm)
+        d = config.d_model
+        src_table = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_idx)
+        tgt_table = (
+            src_table
+            if config.share_all_embeddings
+            else nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_idx)
+        )
+        self.encoder = Stack(
+            [EncoderLayer(config, variant) for _ in range(config.encoder_layers)],
+            TokenEmbedding(src_table, config),
+            variant,
+            d,
+        )
+        self.decoder = Stack(
+            [DecoderLayer(config, variant) for _ in range(config.decoder_layers)],
+            TokenEmbedding(tgt_table, config),
+            variant,
+            d,
+        )
+        self.output_projection = nn.Linear(d, config.tgt_vocab_size, bias=False)
+        initialize(self, config)
+        if config.share_decoder_input_output_embed:
+            self.output_projection.weight = tgt_table.weight
+
+    def encode(self, src_tokens: Tensor) -> EncoderOut:
+        padding_mask = src_tokens.eq(self.config.pad_idx)
+        hidden = self.encoder.run_layers(self.encoder.embed(src_tokens), padding_mask)
+        return EncoderOut(hidden, padding_mask)
+
+    def decode(
+        self, prev_tokens: Tensor, encoder_out: EncoderOut, cache: DecoderCache | None = None
+    ) -> Tensor:
+        """Logits (B, T, V); with a cache only the newest position is computed (T = 1)."""
+        start = 0
+        if cache is not None:
+            start = cache.step
+            prev_tokens = prev_tokens[:, start:]
+            cache.step += prev_tokens.shape[1]
+        x = self.decoder.embed(prev_tokens, start)
+        caches = cache.layers if cache is not None else None
+        x = self.decoder.run_layers(x, encoder_out.hidden, encoder_out.padding_mask, caches=caches)
+        return self.output_projection(x)
+
+    def forward(self, src_tokens: Tensor, prev_tokens: Tensor) -> Tensor:
+        return self.decode(prev_tokens, self.encode(src_tokens))
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache(self.config.decoder_layers)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def build_model(config: ModelConfig) -> TransformerModel:
+    return TransformerModel(config)
+
+
+def load_model_state(model: TransformerModel, state: dict[str, Tensor]) -> None:
+    """load_state_dict that also restores the input gains a folded Admin model carries."""
+    for name in ("encoder", "decoder"):
+        gain = state.get(f"{name}.embed.input_gain")
+        if gain is not None:
+            getattr(model, name).embed.set_input_gain(gain)
+    model.load_state_dict(state, strict=True)

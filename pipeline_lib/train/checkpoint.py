@@ -1,0 +1,142 @@
+"""Checkpoint files: atomic writes, integrity-checked reads, and model loading for decoding.
+
+A checkpoint is a ``torch.save`` dict (readable with ``torch.load(weights_only=True)``) with keys:
+``format`` ("deepnmt-checkpoint/1"), ``model_config`` (ModelConfig.to_dict()), ``model`` (state_dict),
+``vocab_sha256``, ``data`` ({"bin_dir", "src_lang", "tgt_lang"}), ``train_config`` (dict),
+``num_updates``, ``epoch``, ``optimizer``, ``scheduler``, ``scaler``, ``rng`` (python/numpy/torch/cuda),
+``iterator`` ({"epoch", "batch_index"}: the next batch to train), ``admin_profile`` (dict or None),
+``status`` ("ok"), and ``checksum``: a CRC32 over every tensor's bytes.
+
+Why the checksum: torch's zip reader notices a truncated file, but not a flipped byte inside tensor
+data; a silently corrupted optimizer state would make a resumed run diverge from the original.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pipeline_lib.errors import CheckpointError
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.transformer import TransformerModel, build_model, load_model_state
+
+CHECKPOINT_FORMAT = "deepnmt-checkpoint/1"
+REQUIRED_KEYS = ("format", "model_config", "model", "num_updates", "epoch", "status")
+LAST = "checkpoint_last.pt"
+
+
+def _tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+    """Every tensor in a nested dict/list structure, in a deterministic order."""
+    if isinstance(obj, Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for key in sorted(obj, key=str):
+            if prefix == "" and key == "checksum":
+                continue
+            yield from _tensors(obj[key], f"{prefix}/{key}")
+    elif isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            yield from _tensors(item, f"{prefix}/{i}")
+
+
+def checksum(state: dict[str, Any]) -> int:
+    crc = 0
+    for name, tensor in _tensors(state):
+        crc = zlib.crc32(name.encode(), crc)
+        data = tensor.detach().cpu().contiguous()
+        if data.numel():
+            crc = zlib.crc32(data.reshape(-1).view(torch.uint8).numpy(), crc)
+    return crc
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(state: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write ``state`` to ``path`` atomically: a reader sees the old file or the new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {**state, "format": CHECKPOINT_FORMAT}
+    state["checksum"] = checksum(state)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read and verify a checkpoint; CheckpointError (naming the file) on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError/UnpicklingError/EOFError/... on bad files
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"checkpoint {path} is truncated or corrupt: {reason}") from exc
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"{path} is not a {CHECKPOINT_FORMAT} checkpoint (format: {found!r})")
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks the key(s) {', '.join(missing)}")
+    if "checksum" in state and checksum(state) != state["checksum"]:
+        raise CheckpointError(f"checkpoint {path} is corrupt: tensor checksum mismatch")
+    return state
+
+
+def load_model(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[TransformerModel, dict]:
+    """The model (eval mode, fp32, on ``device``) and the checkpoint dict without optimizer state."""
+    state = load_checkpoint(path)
+    config = ModelConfig.from_dict(state["model_config"], where=f"{path}: model_config")
+    model = build_model(config)
+    weights = {k: v.float() if v.is_floating_point() else v for k, v in state["model"].items()}
+    try:
+        load_model_state(model, weights)
+    except RuntimeError as exc:
+        raise CheckpointError(f"checkpoint {path}: weights do not match its model_config: {exc}") from exc
+    meta = {k: v for k, v in state.items() if k not in ("optimizer", "scaler", "model")}
+    return model.to(device).eval(), meta
+
+
+def copy_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Atomically make ``dst`` a copy of ``src``.
+
+    A real copy, not a hard link: damage to one file (a truncating writer, a bad block) must not take
+    the fallback checkpoint with it.
+    """
+    src, dst = Path(src), Path(dst)
+    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+    try:
+        shutil.copyfile(src, tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(dst.parent)

@@ -1,0 +1,52 @@
+"""fairseq's ``inverse_sqrt`` learning-rate schedule.
+
+Linear warm-up from ``warmup_init_lr`` to ``lr`` over ``warmup_updates`` updates, then
+``lr * sqrt(warmup_updates / num_updates)``. ``lr_at(n)`` is the rate used for update n + 1
+(so the very first update uses ``warmup_init_lr``), exactly as fairseq's ``step_update(n)``.
+The schedule is a pure function of the update count, so its state is just that count.
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch.optim import Optimizer
+
+
+class InverseSqrtSchedule:
+    def __init__(self, optimizer: Optimizer, lr: float, warmup_updates: int, warmup_init_lr: float) -> None:
+        self.optimizer = optimizer
+        self.lr = lr
+        self.warmup_updates = warmup_updates
+        self.warmup_init_lr = warmup_init_lr
+        self.num_updates = 0
+        self.step_update(0)
+
+    def lr_at(self, num_updates: int) -> float:
+        if self.warmup_updates > 0 and num_updates < self.warmup_updates:
+            return self.warmup_init_lr + num_updates * (self.lr - self.warmup_init_lr) / self.warmup_updates
+        if self.warmup_updates == 0:
+            return self.lr / math.sqrt(max(num_updates, 1))
+        return self.lr * math.sqrt(self.warmup_updates / num_updates)
+
+    def step_update(self, num_updates: int) -> float:
+        self.num_updates = num_updates
+        value = self.lr_at(num_updates)
+        for group in self.optimizer.param_groups:
+            group["lr"] = value
+        return value
+
+    def get_lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def state_dict(self) -> dict:
+        return {
+            "num_updates": self.num_updates,
+            "lr": self.lr,
+            "warmup_updates": self.warmup_updates,
+            "warmup_init_lr": self.warmup_init_lr,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        # The configured lr/warm-up win (a resumed run may change them); only the position is restored.
+        self.step_update(int(state["num_updates"]))

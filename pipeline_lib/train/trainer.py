@@ -1,0 +1,651 @@
+"""The training loop: token batches, update-freq, AMP, DDP, checkpoints, exact resume, divergence, preemption.
+
+Reproducibility: the model is initialised from ``seed``; before every update the torch RNG (dropout)
+is re-seeded from (seed, update, rank), and the batch plan is a pure function of (seed, epoch). A
+checkpoint therefore only needs the weights, optimizer/scaler state and the iterator position
+(epoch, batch index) to continue bit for bit on CPU; the RNG states are stored too, for completeness.
+
+Outcomes (``status.json`` in the save dir, written by rank 0):
+  completed -> exit 0; diverged -> exit 0 (the last good checkpoint is kept, nothing is saved after
+  the bad update); preempted (SIGTERM/SIGUSR1) -> checkpoint_last.pt saved, exit EXIT_PREEMPTED (75);
+  any exception propagates (non-zero exit) and never writes "diverged".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import random
+import re
+import resource
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as torch_dist
+from torch import Tensor, nn
+
+from pipeline_lib.errors import CheckpointError
+from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_profile
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.transformer import TransformerModel, build_model
+from pipeline_lib.train.batching import Batch
+from pipeline_lib.train.checkpoint import LAST, copy_checkpoint, load_checkpoint, save_checkpoint
+from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
+from pipeline_lib.train.data import SplitData
+from pipeline_lib.train.distributed_env import DistributedEnv
+from pipeline_lib.train.loss import label_smoothed_nll_loss, ppl
+from pipeline_lib.train.schedule import InverseSqrtSchedule
+
+log = logging.getLogger(__name__)
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again"; SLURM --requeue / Snakemake retries re-run the command
+STATUS_FILE = "status.json"
+LOG_FILE = "train_log.jsonl"
+MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq's --min-loss-scale)
+LN2 = math.log(2.0)
+_EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
+_INTERVAL_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
+
+
+@dataclass
+class Outcome:
+    status: str  # completed | diverged | preempted
+    update: int
+    epoch: int
+    reason: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_PREEMPTED if self.status == "preempted" else 0
+
+
+@dataclass
+class Context:
+    """What the trainer needs to know about its data besides the config."""
+
+    vocab_size: int
+    vocab_sha256: str | None
+    pad: int = 0
+    bos: int = 1
+    eos: int = 2
+
+
+class StopSignal:
+    """SIGTERM / SIGUSR1 set a flag; the loop checks it between updates (all ranks agree on it)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.received = signum
+        print(f"received {signal.Signals(signum).name}: saving after the current update", file=sys.stderr)
+
+    def __enter__(self) -> StopSignal:
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def update_seed(seed: int, num_updates: int, rank: int) -> int:
+    return ((seed * 1_000_003 + num_updates) * 1_009 + rank) % (2**63)
+
+
+def rng_state() -> dict[str, Any]:
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (name, torch.from_numpy(np.asarray(keys, dtype=np.int64)), pos, has_gauss, cached),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def keep_layernorm_fp32(model: nn.Module) -> None:
+    """Under autocast, feed LayerNorm fp32 input so it computes and returns fp32 (CUDA autocast does this
+    already; CPU autocast would return bf16). The residual stream then stays fp32 between sub-layers."""
+
+    def to_fp32(_module: nn.Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        return (args[0].float(), *args[1:])
+
+    for module in model.modules():
+        if isinstance(module, nn.LayerNorm):
+            module.register_forward_pre_hook(to_fp32)
+
+
+def peak_memory_mb(device: torch.device) -> tuple[float, str]:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, "peak_rss"
+
+
+class JsonlLog:
+    """Append-only JSONL log (rank 0); one object per line, flushed at once so a crash loses nothing."""
+
+    def __init__(self, path: Path, enabled: bool) -> None:
+        self.path = path
+        self.enabled = enabled
+        self._handle = open(path, "a", encoding="utf-8") if enabled else None  # noqa: SIM115
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._handle is not None:
+            self._handle.write(json.dumps(record, allow_nan=True) + "\n")
+            self._handle.flush()
+
+    def truncate_after(self, num_updates: int) -> None:
+        """On resume, drop records of updates after the checkpoint (they will be redone)."""
+        if self._handle is None or not self.path.exists():
+            return
+        self._handle.close()
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a SIGKILL
+            if record.get("update", 0) <= num_updates:
+                kept.append(line)
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def write_status(save_dir: Path, outcome: Outcome, extra: dict[str, Any]) -> None:
+    record = {"status": outcome.status, "update": outcome.update, "epoch": outcome.epoch, "reason": outcome.reason}
+    record.update(extra)
+    tmp = save_dir / (STATUS_FILE + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, save_dir / STATUS_FILE)
+
+
+def read_status(save_dir: Path) -> dict[str, Any] | None:
+    path = save_dir / STATUS_FILE
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+
+
+def checkpoint_candidates(save_dir: Path) -> list[Path]:
+    """checkpoint_last.pt first, then the epoch/interval checkpoints, newest first."""
+    others = [p for p in save_dir.glob("checkpoint*.pt") if _EPOCH_RE.match(p.name) or _INTERVAL_RE.match(p.name)]
+    others.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    last = save_dir / LAST
+    return ([last] if last.exists() else []) + others
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, model_cfg: ModelConfig, ctx: Context, env: DistributedEnv) -> None:
+        self.cfg, self.model_cfg, self.ctx, self.env = cfg, model_cfg, ctx, env
+        self.save_dir = Path(cfg.save_dir)
+        if cfg.device == "cuda":
+            if not torch.cuda.is_available():
+                raise CheckpointError("--device cuda was given but torch sees no CUDA device")
+            self.device = torch.device("cuda", env.local_rank)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        self.amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.amp]
+        self.distributed = env.is_distributed and torch_dist.is_available() and torch_dist.is_initialized()
+        self.world = env.world_size if self.distributed else 1
+        self.rank = env.rank if self.distributed else 0
+        self.is_main = self.rank == 0
+
+        self.admin_profile = self._admin_profile()
+        torch.manual_seed(cfg.seed)
+        self.model: TransformerModel = build_model(model_cfg)
+        if self.admin_profile is not None:
+            apply_profile(self.model, self.admin_profile)
+        self.model.to(self.device)
+        if self.amp_dtype is not None:
+            keep_layernorm_fp32(self.model)
+        # Master weights stay fp32 whatever the AMP mode: autocast only casts activations.
+        assert all(p.dtype == torch.float32 for p in self.model.parameters())
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        optim_cls = torch.optim.RAdam if cfg.optimizer == "radam" else torch.optim.Adam
+        self.optimizer = optim_cls(
+            self.params, lr=cfg.warmup_init_lr, betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay
+        )
+        self.schedule = InverseSqrtSchedule(self.optimizer, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
+        self.num_updates = 0
+        self.epoch = 1
+        self.batch_index = 0
+        self.above_threshold = 0  # consecutive updates with loss above the divergence threshold
+        self.threshold = (
+            cfg.divergence_threshold if cfg.divergence_threshold is not None else math.log2(ctx.vocab_size)
+        )
+        self.ddp: nn.Module = self.model
+
+    # ----------------------------------------------------------------------------- setup
+    def _admin_profile(self) -> AdminProfile | None:
+        cfg = self.cfg
+        if self.model_cfg.residual != "admin":
+            if cfg.admin_profile or cfg.admin_closed_form:
+                raise CheckpointError("--admin-profile / --admin-closed-form given but --residual is not admin")
+            return None
+        if cfg.admin_closed_form:
+            if cfg.admin_profile:
+                raise CheckpointError("give either --admin-profile or --admin-closed-form, not both")
+            return closed_form_profile(self.model_cfg)
+        if not cfg.admin_profile:
+            raise CheckpointError(
+                "--residual admin needs --admin-profile PATH (from `python -m pipeline_lib profile`) "
+                "or --admin-closed-form"
+            )
+        profile = AdminProfile.load(cfg.admin_profile)
+        profile.check_matches(self.model_cfg, source=f"Admin profile {cfg.admin_profile}")
+        return profile
+
+    def _load_data(self) -> tuple[SplitData, SplitData]:
+        cfg, ctx = self.cfg, self.ctx
+        common = dict(
+            bin_dir=cfg.data, src_lang=cfg.source_lang, tgt_lang=cfg.target_lang, max_tokens=cfg.max_tokens,
+            max_positions=self.model_cfg.max_positions, max_sentences=cfg.max_sentences,
+            pad=ctx.pad, bos=ctx.bos, eos=ctx.eos,
+        )  # fmt: skip
+        return SplitData(split=cfg.train_subset, **common), SplitData(split=cfg.valid_subset, **common)
+
+    # ----------------------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model_config": self.model_cfg.to_dict(),
+            "model": self.model.state_dict(),
+            "vocab_sha256": self.ctx.vocab_sha256,
+            "data": {"bin_dir": self.cfg.data, "src_lang": self.cfg.source_lang, "tgt_lang": self.cfg.target_lang},
+            "train_config": self.cfg.to_dict(),
+            "num_updates": self.num_updates,
+            "epoch": self.epoch,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.schedule.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": rng_state(),
+            "iterator": {"epoch": self.epoch, "batch_index": self.batch_index},
+            "trainer": {"above_threshold": self.above_threshold, "world_size": self.world},
+            "admin_profile": self.admin_profile.to_json() if self.admin_profile is not None else None,
+            "status": "ok",
+        }
+
+    def save(self, epoch_end: bool = False) -> None:
+        """checkpoint_last.pt always; checkpoint{epoch}.pt at an epoch end; interval files when asked."""
+        if not self.is_main:
+            return
+        state = self.state_dict()
+        cfg = self.cfg
+        if epoch_end:
+            finished = self.epoch - 1
+            path = self.save_dir / f"checkpoint{finished}.pt"
+            save_checkpoint(state, path)
+            copy_checkpoint(path, self.save_dir / LAST)
+            if cfg.keep_last_epochs >= 0:
+                for old in self.save_dir.glob("checkpoint*.pt"):
+                    m = _EPOCH_RE.match(old.name)
+                    if m and int(m.group(1)) <= finished - cfg.keep_last_epochs:
+                        old.unlink(missing_ok=True)
+            return
+        if cfg.keep_interval_updates > 0:
+            path = self.save_dir / f"checkpoint_{self.epoch}_{self.num_updates}.pt"
+            save_checkpoint(state, path)
+            copy_checkpoint(path, self.save_dir / LAST)
+            found = sorted(
+                (int(m.group(2)), p) for p in self.save_dir.glob("checkpoint_*_*.pt") if (m := _INTERVAL_RE.match(p.name))
+            )
+            for _, old in found[: -cfg.keep_interval_updates]:
+                old.unlink(missing_ok=True)
+        else:
+            save_checkpoint(state, self.save_dir / LAST)
+
+    def _find_resume_state(self) -> tuple[dict[str, Any], Path] | None:
+        candidates = checkpoint_candidates(self.save_dir)
+        if not candidates:
+            return None
+        errors = []
+        for path in candidates:
+            try:
+                state = load_checkpoint(path)
+            except CheckpointError as exc:
+                errors.append(str(exc))
+                print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
+                continue
+            if errors:
+                print(f"warning: falling back to {path} (update {state['num_updates']})", file=sys.stderr)
+            return state, path
+        raise CheckpointError(
+            f"{self.save_dir}: no readable checkpoint to resume from ({'; '.join(errors)}); "
+            "remove the directory to start over"
+        )
+
+    def _restore(self, state: dict[str, Any], path: Path) -> None:
+        if state["model_config"] != self.model_cfg.to_dict():
+            diff = sorted(k for k, v in self.model_cfg.to_dict().items() if state["model_config"].get(k) != v)
+            raise CheckpointError(
+                f"{path}: the checkpoint's model differs from the command's in {', '.join(diff)}; "
+                "use a new --save-dir for a different model"
+            )
+        if self.ctx.vocab_sha256 and state.get("vocab_sha256") not in (None, self.ctx.vocab_sha256):
+            raise CheckpointError(f"{path}: trained with a different vocabulary (vocab_sha256 differs)")
+        if self.admin_profile is not None and state.get("admin_profile") is not None:
+            if state["admin_profile"]["omegas"] != self.admin_profile.to_json()["omegas"]:
+                raise CheckpointError(f"{path}: the run started with a different Admin profile than {self.cfg.admin_profile}")
+        old = state.get("train_config", {})
+        changed = [k for k in TRAJECTORY_KEYS if k in old and old[k] != self.cfg.to_dict()[k]]
+        if changed:
+            print(f"warning: resuming with changed {', '.join(changed)}: not an exact continuation", file=sys.stderr)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.num_updates = int(state["num_updates"])
+        self.schedule.load_state_dict(state["scheduler"])
+        self.epoch = int(state["iterator"]["epoch"])
+        self.batch_index = int(state["iterator"]["batch_index"])
+        self.above_threshold = int(state.get("trainer", {}).get("above_threshold", 0))
+        set_rng_state(state["rng"])
+
+    # ----------------------------------------------------------------------------- collectives
+    def _all_reduce(self, values: list[float]) -> list[float]:
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        if self.distributed:
+            torch_dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def _barrier(self) -> None:
+        if self.distributed:
+            torch_dist.barrier()
+
+    # ----------------------------------------------------------------------------- steps
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
+        """One update over this rank's micro-batches. Returns (loss_sum, nll_sum, gnorm, stepped), sums
+        over all ranks in nats; ``stepped`` is False when fp16 overflow made the scaler skip it."""
+        torch.manual_seed(update_seed(self.cfg.seed, self.num_updates, self.rank))
+        self.ddp.train()
+        # DDP averages gradients over ranks; fairseq's normalisation is per target token of the update.
+        scale = self.world / total_tokens
+        loss_acc = torch.zeros((), device=self.device)
+        nll_acc = torch.zeros((), device=self.device)
+        for i, batch in enumerate(batches):
+            sync = not self.distributed or i == len(batches) - 1
+            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+                with self._autocast():
+                    logits = self.ddp(batch.src_tokens, batch.prev_tokens)
+                loss, nll = label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
+                self.scaler.scale(loss * scale).backward()
+            loss_acc += loss.detach()
+            nll_acc += nll
+        self.scaler.unscale_(self.optimizer)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        gnorm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        if self.cfg.clip_norm > 0:
+            torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.clip_norm, gnorm, foreach=True)
+        stats = torch.stack([loss_acc.double(), nll_acc.double()])
+        if self.distributed:
+            torch_dist.all_reduce(stats)
+        loss_sum, nll_sum = stats.tolist()
+        gnorm_value = float(gnorm)  # identical on every rank after DDP's all-reduce
+        stepped = True
+        if self.cfg.amp == "fp16":
+            before = self.scaler.get_scale()
+            self.scaler.step(self.optimizer)  # skips the step on inf/nan gradients
+            self.scaler.update()
+            stepped = self.scaler.get_scale() >= before
+        elif math.isfinite(loss_sum) and math.isfinite(gnorm_value):
+            self.optimizer.step()
+        else:
+            stepped = False
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_sum, nll_sum, gnorm_value, stepped
+
+    @torch.no_grad()
+    def validate(self, data: SplitData) -> dict[str, float]:
+        self.model.eval()
+        plan = data.batches(self.cfg.seed, 0, shuffle=False)
+        loss_sum = nll_sum = ntokens = 0.0
+        for indices in plan[self.rank :: self.world]:
+            batch = data.collate(indices).to(self.device)
+            with self._autocast():
+                logits = self.model(batch.src_tokens, batch.prev_tokens)
+            loss, nll = label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
+            loss_sum += float(loss)
+            nll_sum += float(nll)
+            ntokens += batch.ntokens
+        loss_sum, nll_sum, ntokens = self._all_reduce([loss_sum, nll_sum, ntokens])
+        denom = max(ntokens, 1.0) * LN2
+        return {"loss": loss_sum / denom, "nll_loss": nll_sum / denom, "ppl": ppl(nll_sum / denom), "ntokens": ntokens}
+
+    # ----------------------------------------------------------------------------- main loop
+    def run(self) -> Outcome:
+        cfg = self.cfg
+        if self.is_main:
+            self.save_dir.mkdir(parents=True, exist_ok=True)
+        status = read_status(self.save_dir)
+        if status is not None and status.get("status") == "diverged":
+            print(
+                f"{self.save_dir / STATUS_FILE}: this run diverged at update {status.get('update')} "
+                f"({status.get('reason')}); not retrying (delete status.json to force a retry)",
+                file=sys.stderr,
+            )
+            return Outcome("diverged", int(status.get("update", 0)), int(status.get("epoch", 0)), status.get("reason"))
+        self._barrier()  # nobody reads status.json after rank 0 rewrites it below
+        train_data, valid_data = self._load_data()
+        self.log = JsonlLog(self.save_dir / LOG_FILE, self.is_main)
+        found = self._find_resume_state()
+        if found is not None:
+            state, path = found
+            self._restore(state, path)
+            self.log.truncate_after(self.num_updates)
+            self.log.write({"kind": "resume", "update": self.num_updates, "epoch": self.epoch, "checkpoint": str(path)})
+            print(f"resuming from {path}: update {self.num_updates}, epoch {self.epoch}, batch {self.batch_index}", file=sys.stderr)
+        elif self.is_main:
+            self.log.write({
+                "kind": "start", "update": 0, "model": self.model_cfg.to_dict(), "train": cfg.to_dict(),
+                "parameters": self.model.num_parameters(), "world_size": self.world,
+                "train_pairs": len(train_data), "train_skipped": train_data.dropped, "valid_pairs": len(valid_data),
+            })  # fmt: skip
+        if self.is_main and status is not None and status.get("status") == "preempted":
+            (self.save_dir / STATUS_FILE).unlink(missing_ok=True)
+        if self.distributed:
+            self.ddp = nn.parallel.DistributedDataParallel(
+                self.model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False,
+                gradient_as_bucket_view=True,
+            )
+        try:
+            with StopSignal() as stop:
+                outcome = self._loop(train_data, valid_data, stop)
+        finally:
+            self.log.close()
+        if self.is_main:
+            extra = {"valid": getattr(self, "last_valid", None), "checkpoint": str(self.save_dir / LAST)}
+            write_status(self.save_dir, outcome, extra)
+        self._barrier()
+        return outcome
+
+    def _done(self) -> bool:
+        cfg = self.cfg
+        return (cfg.max_update > 0 and self.num_updates >= cfg.max_update) or (
+            cfg.max_epoch > 0 and self.epoch > cfg.max_epoch
+        )
+
+    def _loop(self, train_data: SplitData, valid_data: SplitData, stop: StopSignal) -> Outcome:
+        cfg = self.cfg
+        per_update = self.world * cfg.update_freq
+        meter = _Meter(time.perf_counter())
+        while not self._done():
+            plan = train_data.batches(cfg.seed, self.epoch, shuffle=True, multiple_of=self.world)
+            if not plan:
+                raise CheckpointError(f"{cfg.data}: split {cfg.train_subset!r} yields no batches")
+            bar = self._progress(len(plan), per_update)
+            while self.batch_index < len(plan) and not self._done():
+                chunk = plan[self.batch_index : self.batch_index + per_update]
+                local = [train_data.collate(idx).to(self.device) for idx in chunk[self.rank :: self.world]]
+                total_tokens, stop_votes = self._all_reduce(
+                    [float(sum(b.ntokens for b in local)), float(stop.received is not None)]
+                )
+                if stop_votes > 0:
+                    return self._preempt(bar)
+                loss_sum, nll_sum, gnorm, stepped = self.train_step(local, total_tokens)
+                self.batch_index += len(chunk)
+                reason = self._divergence(loss_sum / total_tokens / LN2, gnorm)
+                if reason is not None:
+                    return self._diverged(reason, bar)
+                if stepped:
+                    self.num_updates += 1
+                    self.schedule.step_update(self.num_updates)
+                    meter.add(loss_sum, nll_sum, total_tokens, gnorm, sum(len(idx) for idx in chunk))
+                if bar is not None:
+                    bar.update(len(chunk))
+                if self.num_updates % cfg.log_interval == 0 and stepped:
+                    self._log_train(meter, bar)
+                    meter = _Meter(time.perf_counter())
+                if (
+                    cfg.save_interval_updates > 0
+                    and stepped
+                    and self.num_updates % cfg.save_interval_updates == 0
+                    and self.batch_index < len(plan)
+                ):
+                    self.save()
+            if bar is not None:
+                bar.close()
+            if self.batch_index >= len(plan):
+                if self._all_reduce([float(stop.received is not None)])[0] > 0:
+                    return self._preempt(None)
+                self._validate_and_log(valid_data)
+                self.epoch += 1
+                self.batch_index = 0
+                self.save(epoch_end=True)
+                self._barrier()
+        if self.batch_index > 0:  # stopped by --max-update inside an epoch
+            self._validate_and_log(valid_data)
+            self.save()
+        self._barrier()
+        return Outcome("completed", self.num_updates, self.epoch)
+
+    def _divergence(self, loss_bits: float, gnorm: float) -> str | None:
+        if self.cfg.amp == "fp16":
+            if self.scaler.get_scale() < MIN_LOSS_SCALE:
+                return f"fp16 loss scale fell below {MIN_LOSS_SCALE} (gradients keep overflowing)"
+            if not math.isfinite(gnorm):
+                return None  # an overflow the scaler has just handled
+        if not math.isfinite(loss_bits):
+            return f"non-finite loss ({loss_bits})"
+        if not math.isfinite(gnorm):
+            return f"non-finite gradient norm ({gnorm})"
+        if self.num_updates >= self.cfg.warmup_updates and loss_bits > self.threshold:
+            self.above_threshold += 1
+            if self.above_threshold >= self.cfg.divergence_window:
+                return (
+                    f"loss above {self.threshold:.3f} bits/token for {self.above_threshold} consecutive updates "
+                    f"(last {loss_bits:.3f})"
+                )
+        else:
+            self.above_threshold = 0
+        return None
+
+    def _diverged(self, reason: str, bar: Any) -> Outcome:
+        if bar is not None:
+            bar.close()
+        print(f"diverged at update {self.num_updates + 1}: {reason}", file=sys.stderr)
+        self.log.write({"kind": "diverged", "update": self.num_updates + 1, "epoch": self.epoch, "reason": reason})
+        return Outcome("diverged", self.num_updates + 1, self.epoch, reason)
+
+    def _preempt(self, bar: Any) -> Outcome:
+        if bar is not None:
+            bar.close()
+        self.save()
+        self.log.write({"kind": "preempted", "update": self.num_updates, "epoch": self.epoch})
+        print(f"preempted: saved {self.save_dir / LAST} at update {self.num_updates}", file=sys.stderr)
+        return Outcome("preempted", self.num_updates, self.epoch, "signal")
+
+    def _validate_and_log(self, valid_data: SplitData) -> None:
+        result = self.validate(valid_data)
+        self.last_valid = result
+        self.log.write({"kind": "valid", "epoch": self.epoch, "update": self.num_updates, **result})
+        if self.is_main:
+            print(
+                f"epoch {self.epoch} update {self.num_updates}: valid loss {result['loss']:.3f} "
+                f"nll {result['nll_loss']:.3f} ppl {result['ppl']:.2f}",
+                file=sys.stderr,
+            )
+
+    def _progress(self, total: int, per_update: int) -> Any:
+        mode = self.cfg.progress
+        if not self.is_main or mode == "none" or (mode == "auto" and not sys.stderr.isatty()):
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=self.batch_index, desc=f"epoch {self.epoch}", unit="batch", leave=False)
+
+    def _log_train(self, meter: _Meter, bar: Any) -> None:
+        if not self.is_main or meter.updates == 0:
+            return
+        elapsed = max(time.perf_counter() - meter.start, 1e-9)
+        memory, memory_kind = peak_memory_mb(self.device)
+        loss = meter.loss / meter.tokens / LN2
+        nll = meter.nll / meter.tokens / LN2
+        record = {
+            "kind": "train", "epoch": self.epoch, "update": self.num_updates,
+            "loss": loss, "nll_loss": nll, "ppl": ppl(nll), "lr": self.schedule.get_lr(),
+            "gnorm": meter.gnorm / meter.updates, "tokens_per_s": meter.tokens / elapsed,
+            "updates_per_s": meter.updates / elapsed, "tokens_per_update": meter.tokens / meter.updates,
+            "sentences_per_update": meter.sentences / meter.updates, "memory_mb": memory, "memory_kind": memory_kind,
+            "time": time.time(),
+        }  # fmt: skip
+        if self.cfg.amp == "fp16":
+            record["loss_scale"] = self.scaler.get_scale()
+        self.log.write(record)
+        if bar is not None:
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+
+
+class _Meter:
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.loss = self.nll = self.tokens = self.gnorm = 0.0
+        self.updates = self.sentences = 0
+
+    def add(self, loss: float, nll: float, tokens: float, gnorm: float, sentences: int) -> None:
+        self.loss += loss
+        self.nll += nll
+        self.tokens += tokens
+        self.gnorm += gnorm
+        self.updates += 1
+        self.sentences += sentences

@@ -1,0 +1,368 @@
+"""preprocess -> learn-bpe/apply-bpe -> binarize on small real text, and bad-input errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline_lib.cli import main
+from pipeline_lib.data.detok import moses_detokenize, postprocess_subwords, restore_text
+from pipeline_lib.data.indexed import IndexedDataset, ParallelCorpus, load_meta
+from pipeline_lib.data.vocab import Vocabulary
+
+EN = [
+    "Hello, world! This is a well-known test of the tokenizer.",
+    'The cat\'s owner paid $3.50 for 2 cans & a box of "premium" food.',
+    "Can't we re-use the old state-of-the-art system (v2.1) here?",
+    "She said: the results are 95.5% correct, aren't they?",
+    "A brand-new, twenty-year-old car drove 100 km.",
+]
+FR = [
+    "Bonjour le monde ! C'est un test bien connu du tokeniseur.",
+    "Le propriétaire du chat a payé 3,50 euros pour 2 boîtes & une boîte de nourriture.",
+    "Ne peut-on pas réutiliser l'ancien système (v2.1) ici ?",
+    "Elle a dit : les résultats sont corrects à 95,5 %, n'est-ce pas ?",
+    "Une voiture toute neuve, vieille de vingt ans, a roulé 100 km.",
+]
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _read(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pipe")
+    raw = root / "raw"
+    # A small training corpus of real sentences, each pair repeated with a numbered variant so
+    # BPE has something to learn; test = the samples themselves.
+    train_en = [f"{s} Number {i}." for i in range(40) for s in EN]
+    train_fr = [f"{s} Numéro {i}." for i in range(40) for s in FR]
+    _write(raw / "train.en", train_en)
+    _write(raw / "train.fr", train_fr)
+    _write(raw / "valid.en", EN[:2])
+    _write(raw / "valid.fr", FR[:2])
+    _write(raw / "test.en", EN)
+    _write(raw / "test.fr", FR)
+    assert (
+        main(
+            [
+                "preprocess",
+                "--in-dir",
+                str(raw),
+                "--out-dir",
+                str(root / "tok"),
+                "--src",
+                "en",
+                "--tgt",
+                "fr",
+                "--workers",
+                "2",
+                "--chunk-size",
+                "7",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "learn-bpe",
+                "--in-dir",
+                str(root / "tok"),
+                "--src",
+                "en",
+                "--tgt",
+                "fr",
+                "--model-dir",
+                str(root / "sw"),
+                "--merges",
+                "150",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "apply-bpe",
+                "--in-dir",
+                str(root / "tok"),
+                "--model-dir",
+                str(root / "sw"),
+                "--out-dir",
+                str(root / "bpe"),
+                "--src",
+                "en",
+                "--tgt",
+                "fr",
+                "--workers",
+                "2",
+                "--chunk-size",
+                "13",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "binarize",
+                "--in-dir",
+                str(root / "bpe"),
+                "--out-dir",
+                str(root / "bin"),
+                "--src",
+                "en",
+                "--tgt",
+                "fr",
+            ]
+        )
+        == 0
+    )
+    return root
+
+
+def test_tokenize_bpe_detokenize_roundtrip(corpus: Path) -> None:
+    tok = _read(corpus / "tok" / "test.en")
+    assert "well @-@ known" in tok[0]  # tokenizer -a
+    assert "&amp;" in tok[1]  # Moses escaping
+    meta = json.loads((corpus / "bpe" / "meta.json").read_text())
+    assert meta["subword"] == "bpe" and meta["moses_tokenized"] is True
+    for lang, originals in (("en", EN), ("fr", FR)):
+        bpe = _read(corpus / "bpe" / f"test.{lang}")
+        assert any("@@ " in line for line in bpe), "BPE should split some rare words"
+        assert [postprocess_subwords(b, "bpe") for b in bpe] == _read(corpus / "tok" / f"test.{lang}")
+        assert restore_text(bpe, "bpe", True, lang) == originals
+
+
+def test_parallel_apply_equals_single_process(corpus: Path, tmp_path: Path) -> None:
+    assert (
+        main(
+            [
+                "apply-bpe",
+                "--in-dir",
+                str(corpus / "tok"),
+                "--model-dir",
+                str(corpus / "sw"),
+                "--out-dir",
+                str(tmp_path),
+                "--src",
+                "en",
+                "--tgt",
+                "fr",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
+    for split in ("train", "test"):
+        assert (tmp_path / f"{split}.fr").read_bytes() == (corpus / "bpe" / f"{split}.fr").read_bytes()
+
+
+def test_binarized_ids_decode_to_bpe_text(corpus: Path) -> None:
+    bin_dir = corpus / "bin"
+    vocab = Vocabulary.load(bin_dir / "vocab.txt")
+    meta = load_meta(bin_dir)
+    assert meta["vocab_sha256"] == vocab.sha256()
+    assert meta["subword"] == "bpe" and meta["moses_tokenized"] is True
+    assert (bin_dir / meta["subword_model"]).is_file()
+    for split in ("train", "valid", "test"):
+        pc = ParallelCorpus(bin_dir, split, "en", "fr")
+        assert meta["splits"][split]["pairs"] == len(pc)
+        for lang, ds in (("en", pc.src), ("fr", pc.tgt)):
+            lines = _read(corpus / "bpe" / f"{split}.{lang}")
+            assert [vocab.string(ds[i]) for i in range(len(ds))] == lines
+            assert list(ds.sizes) == [len(line.split()) for line in lines]
+    assert meta["splits"]["train"]["en_unk"] == 0  # the vocabulary is built from train
+
+
+def test_sentencepiece_alternative(corpus: Path, tmp_path: Path) -> None:
+    raw = tmp_path / "norm"
+    assert (
+        main(
+            [
+                "preprocess",
+                "--in-dir",
+                str(corpus / "raw"),
+                "--out-dir",
+                str(raw),
+                "--src",
+                "en",
+                "--tgt",
+                "fr",
+                "--no-tokenize",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
+    for kind in ("unigram", "bpe"):
+        sw, out = tmp_path / f"sw-{kind}", tmp_path / f"spm-{kind}"
+        assert (
+            main(
+                [
+                    "learn-bpe",
+                    "--in-dir",
+                    str(raw),
+                    "--src",
+                    "en",
+                    "--tgt",
+                    "fr",
+                    "--model-dir",
+                    str(sw),
+                    "--kind",
+                    "spm",
+                    "--spm-type",
+                    kind,
+                    "--vocab-size",
+                    "90",
+                    "--workers",
+                    "1",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "apply-bpe",
+                    "--in-dir",
+                    str(raw),
+                    "--model-dir",
+                    str(sw),
+                    "--out-dir",
+                    str(out),
+                    "--src",
+                    "en",
+                    "--tgt",
+                    "fr",
+                    "--workers",
+                    "2",
+                ]
+            )
+            == 0
+        )
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["subword"] == "spm" and meta["moses_tokenized"] is False
+        pieces = _read(out / "test.fr")
+        assert "\u2581" in pieces[0]
+        assert restore_text(pieces, "spm", False, "fr") == _read(raw / "test.fr")
+
+
+def test_monolingual_binarize(corpus: Path, tmp_path: Path) -> None:
+    assert (
+        main(
+            [
+                "binarize",
+                "--in-dir",
+                str(corpus / "bpe"),
+                "--out-dir",
+                str(tmp_path),
+                "--src",
+                "fr",
+                "--splits",
+                "test",
+                "--vocab",
+                str(corpus / "bin" / "vocab.txt"),
+            ]
+        )
+        == 0
+    )
+    ds = IndexedDataset(tmp_path / "test.fr")
+    assert len(ds) == len(FR)
+    assert not (tmp_path / "test.en.ids.npy").exists()
+    assert load_meta(tmp_path)["tgt_lang"] is None
+    assert (tmp_path / "vocab.txt").read_bytes() == (corpus / "bin" / "vocab.txt").read_bytes()
+
+
+def test_detok_helpers() -> None:
+    assert postprocess_subwords("un@@ believ@@ able re@@ sults", "bpe") == "unbelievable results"
+    assert postprocess_subwords("\u2581Hello \u2581wor ld", "spm") == "Hello world"
+    assert moses_detokenize(["it &apos;s a well @-@ known fact ."], "en") == ["it's a well-known fact."]
+
+
+# -- bad input ---------------------------------------------------------------------------------
+def _pp(raw: Path, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "preprocess",
+            "--in-dir",
+            str(raw),
+            "--out-dir",
+            str(out),
+            "--src",
+            "en",
+            "--tgt",
+            "fr",
+            "--splits",
+            "train",
+            "--workers",
+            "1",
+            *extra,
+        ]
+    )
+
+
+def test_line_count_mismatch_names_file_and_line(tmp_path: Path, capsys) -> None:
+    _write(tmp_path / "raw" / "train.en", ["a b", "c d", "e f"])
+    _write(tmp_path / "raw" / "train.fr", ["a b", "c d"])
+    assert _pp(tmp_path / "raw", tmp_path / "tok") == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'raw' / 'train.en'}:3: line-count mismatch" in err
+    assert not (tmp_path / "tok").exists() or not any((tmp_path / "tok").iterdir())
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path: Path, capsys) -> None:
+    _write(tmp_path / "raw" / "train.en", ["good line", "another", "third"])
+    (tmp_path / "raw" / "train.fr").write_bytes(b"bonne ligne\nencore\ntroisi\xe8me\n")
+    assert _pp(tmp_path / "raw", tmp_path / "tok") == 2
+    assert f"{tmp_path / 'raw' / 'train.fr'}:3: invalid UTF-8 (byte 0xe8" in capsys.readouterr().err
+
+
+def test_empty_after_cleaning_keeps_previous_output(tmp_path: Path, capsys) -> None:
+    raw, tok = tmp_path / "raw", tmp_path / "tok"
+    _write(raw / "train.en", ["one two three", "four five six"])
+    _write(raw / "train.fr", ["un deux trois", "quatre cinq six"])
+    assert _pp(raw, tok) == 0
+    before = (tok / "train.en").read_bytes()
+    # Every pair now has a 1:4 length ratio.
+    _write(raw / "train.en", ["one", "two"])
+    _write(raw / "train.fr", ["un deux trois quatre", "cinq six sept huit"])
+    assert _pp(raw, tok) == 2
+    err = capsys.readouterr().err
+    assert "empty after cleaning" in err and "ratio=2" in err and "train.en" in err
+    assert (tok / "train.en").read_bytes() == before
+    assert not list(tok.glob("*.tmp"))
+
+
+def test_huge_lines_cleaned_and_counted(tmp_path: Path) -> None:
+    raw, tok = tmp_path / "raw", tmp_path / "tok"
+    huge = " ".join(["word"] * 12_000)
+    _write(raw / "train.en", ["a short line", huge, "another short line", "x " * 300])
+    _write(raw / "train.fr", ["une ligne courte", "une autre", "une autre ligne courte", "y " * 300])
+    assert _pp(raw, tok, "--dedup") == 0
+    assert _read(tok / "train.en") == ["a short line", "another short line"]
+    removed = json.loads((tok / "meta.json").read_text())["splits"]["train"]["removed"]
+    assert removed == {"over_hard_limit": 1, "too_long": 1}
+
+
+def test_dedup_and_clean_counts(tmp_path: Path) -> None:
+    raw, tok = tmp_path / "raw", tmp_path / "tok"
+    _write(raw / "train.en", ["the same line", "the same line", "", "other text here"])
+    _write(raw / "train.fr", ["la même ligne", "la même ligne", "vide", "autre texte ici"])
+    assert _pp(raw, tok, "--dedup") == 0
+    assert _read(tok / "train.fr") == ["la même ligne", "autre texte ici"]
+    removed = json.loads((tok / "meta.json").read_text())["splits"]["train"]["removed"]
+    assert removed == {"duplicate": 1, "empty": 1}

@@ -1,0 +1,144 @@
+"""Admin profiling, profile files, the closed form, and folding into post-LN."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline_lib.errors import CheckpointError
+from pipeline_lib.model import ModelConfig, build_model
+from pipeline_lib.model.admin import (
+    AdminProfile,
+    apply_profile,
+    closed_form_omega,
+    closed_form_profile,
+    fold_admin,
+    omegas_from_variances,
+    profile_model,
+)
+
+
+def admin_config(**kw) -> ModelConfig:
+    fields = dict(src_vocab_size=50, tgt_vocab_size=50, encoder_layers=4, decoder_layers=3,
+                  d_model=32, ffn_dim=64, heads=4, residual="admin")  # fmt: skip
+    fields.update(kw)
+    return ModelConfig(**fields)
+
+
+def sample_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, 50, (8, 9), generator=g)
+    tgt = torch.randint(4, 50, (8, 7), generator=g)
+    prev = torch.cat([torch.ones(8, 1, dtype=torch.long), tgt[:, :-1]], dim=1)
+    return src, prev, tgt
+
+
+def loss_of(model, batch) -> torch.Tensor:
+    src, prev, tgt = batch
+    return F.cross_entropy(model(src, prev).flatten(0, 1), tgt.flatten())
+
+
+def profiled(seed: int = 0) -> tuple[torch.nn.Module, AdminProfile]:
+    torch.manual_seed(seed)
+    model = build_model(admin_config())
+    batch = sample_batch(seed)
+    return model, profile_model(model, lambda m: loss_of(m, batch), {"sentences": 8})
+
+
+def test_profile_starts_at_one_and_is_non_decreasing() -> None:
+    model, profile = profiled()
+    for stack, count in (("encoder", 8), ("decoder", 9)):
+        omegas = profile.omegas[stack]
+        assert len(omegas) == count and len(profile.variances[stack]) == count
+        assert omegas[0] == 1.0
+        assert all(b >= a for a, b in itertools.pairwise(omegas))
+        assert omegas[-1] > 1.0
+        assert omegas == omegas_from_variances(profile.variances[stack])
+    # profiling leaves the model untouched: no update, no gradients, all ω still 1
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_profiling_is_reproducible_from_the_seed() -> None:
+    assert profiled(3)[1].omegas == profiled(3)[1].omegas
+    assert profiled(3)[1].omegas != profiled(4)[1].omegas
+
+
+def test_omegas_follow_the_running_total() -> None:
+    assert omegas_from_variances([3.0, 5.0, 7.0]) == [1.0, 2.0, 3.0]
+
+
+def test_profile_file_round_trip_and_mismatch(tmp_path: Path) -> None:
+    model, profile = profiled()
+    path = tmp_path / "exp" / "admin_profile.json"
+    profile.save(path)
+    loaded = AdminProfile.load(path)
+    apply_profile(model, loaded)
+    first_ffn = model.encoder.layers[0].ffn_residual.omega
+    assert torch.allclose(first_ffn, torch.full_like(first_ffn, loaded.omegas["encoder"][1]))
+
+    deeper = build_model(admin_config(encoder_layers=6))
+    with pytest.raises(CheckpointError, match="encoder_layers=4 but the model has encoder_layers=6"):
+        apply_profile(deeper, loaded)
+
+    loaded.omegas["decoder"] = loaded.omegas["decoder"][:-1]
+    with pytest.raises(CheckpointError, match="8 decoder ω values, the model has 9 sub-layers"):
+        apply_profile(model, loaded)
+
+
+def test_missing_and_corrupt_profile_files(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="does not exist"):
+        AdminProfile.load(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"omegas": ')
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        AdminProfile.load(bad)
+
+
+def test_profile_requires_admin_model() -> None:
+    model = build_model(admin_config(residual="post_ln"))
+    with pytest.raises(ValueError, match="residual='admin'"):
+        profile_model(model, lambda m: loss_of(m, sample_batch()), {})
+
+
+def test_closed_form() -> None:
+    assert closed_form_omega(12) == pytest.approx(math.sqrt(13 / math.log(13) - 1))
+    profile = closed_form_profile(admin_config())
+    assert profile.omegas["encoder"] == [closed_form_omega(8)] * 8
+    assert profile.omegas["decoder"] == [closed_form_omega(9)] * 9
+
+
+def test_omegas_travel_in_the_state_dict() -> None:
+    model, profile = profiled()
+    apply_profile(model, profile)
+    restored = build_model(admin_config())
+    restored.load_state_dict(model.state_dict())
+    last = restored.decoder.layers[-1].ffn_residual.omega
+    assert torch.allclose(last, torch.full_like(last, profile.omegas["decoder"][-1]))
+
+
+def test_folding_a_trained_admin_model_preserves_outputs() -> None:
+    model, profile = profiled()
+    apply_profile(model, profile)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+    for step in range(5):  # train so that ω, LN and weights move away from their initial values
+        optimizer.zero_grad()
+        loss_of(model, sample_batch(step)).backward()
+        optimizer.step()
+    omega = model.encoder.layers[0].self_attn_residual.omega
+    assert (omega - 1.0).abs().max() > 1e-2  # even the first sub-layer's ω has moved
+
+    model.eval()
+    folded = fold_admin(model).eval()
+    assert folded.config.residual == "post_ln"
+    assert not any(name.endswith("omega") for name, _ in folded.named_parameters())
+    src, prev, _ = sample_batch(9)
+    src[2, 5:] = 0
+    with torch.no_grad():
+        diff = (model(src, prev) - folded(src, prev)).abs().max().item()
+    print(f"max |admin - folded| = {diff:.2e}")
+    assert diff <= 1e-5

@@ -1,0 +1,87 @@
+"""Each residual variant against its equation, on hand-sized tensors."""
+
+from __future__ import annotations
+
+import torch
+
+from pipeline_lib.model.residual import (
+    AdminConnection,
+    DynamicLinearCombination,
+    PostLNConnection,
+    PreLNConnection,
+    residual_variant,
+)
+
+
+def layer_norm(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+X = torch.tensor([[1.0, 2.0, 3.0, 6.0], [0.5, -1.0, 2.0, 0.0]])
+W = torch.tensor([[0.0, 1.0, 0.0, 0.0], [2.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 0.0, 0.0, 3.0]])
+
+
+def branch(h: torch.Tensor) -> torch.Tensor:
+    return h @ W.T
+
+
+def test_post_ln_is_ln_of_sum() -> None:
+    conn = PostLNConnection(4, dropout=0.0).eval()
+    torch.testing.assert_close(conn(X, branch), layer_norm(X + branch(X)))
+
+
+def test_pre_ln_normalises_the_branch_input_only() -> None:
+    conn = PreLNConnection(4, dropout=0.0).eval()
+    torch.testing.assert_close(conn(X, branch), X + branch(layer_norm(X)))
+
+
+def test_admin_scales_the_shortcut_by_omega() -> None:
+    conn = AdminConnection(4, dropout=0.0).eval()
+    omega = torch.tensor([1.5, 2.0, 0.5, 3.0])
+    conn.omega.data.copy_(omega)
+    torch.testing.assert_close(conn(X, branch), layer_norm(X * omega + branch(X)))
+    assert conn.omega.requires_grad  # ω is trained
+
+
+def test_dlcl_pre_norm_combines_normalised_history_with_avg_weights() -> None:
+    combiner = DynamicLinearCombination(num_layers=2, d_model=4, norm="pre").eval()
+    y0, y1, y2 = X, X * 2 + 1, X - 3
+    combiner.start(y0)
+    torch.testing.assert_close(combiner.next_input(), layer_norm(y0))
+    combiner.add(y1)
+    torch.testing.assert_close(combiner.next_input(), (layer_norm(y0) + layer_norm(y1)) / 2)
+    combiner.add(y2)
+    expected = (layer_norm(y0) + layer_norm(y1) + layer_norm(y2)) / 3
+    torch.testing.assert_close(combiner.output(), expected)
+
+
+def test_dlcl_post_norm_normalises_the_weighted_sum() -> None:
+    combiner = DynamicLinearCombination(num_layers=2, d_model=4, norm="post").eval()
+    combiner.weight.data[2] = torch.tensor([0.2, 0.3, 0.5])
+    y0, y1, y2 = X, X * 2 + 1, X - 3
+    combiner.start(y0)
+    combiner.add(y1)
+    torch.testing.assert_close(combiner.next_input(), layer_norm((y0 + y1) / 2))
+    combiner.add(y2)
+    torch.testing.assert_close(combiner.output(), layer_norm(0.2 * y0 + 0.3 * y1 + 0.5 * y2))
+
+
+def test_dlcl_weights_stay_lower_triangular_under_training() -> None:
+    combiner = DynamicLinearCombination(num_layers=3, d_model=4, norm="pre")
+    combiner.start(X)
+    for k in range(3):
+        combiner.next_input()
+        combiner.add(X + k)
+    combiner.output().sum().backward()
+    grad = combiner.weight.grad
+    assert torch.equal(grad.triu(1), torch.zeros_like(grad))  # no gradient reaches the unused upper part
+    assert grad.tril().abs().sum() > 0
+
+
+def test_variant_table() -> None:
+    assert residual_variant("pre_ln").final_norm and not residual_variant("post_ln").final_norm
+    assert residual_variant("dlcl", "pre").connection is PreLNConnection
+    assert residual_variant("dlcl", "post").connection is PostLNConnection
+    assert residual_variant("admin").connection is AdminConnection
