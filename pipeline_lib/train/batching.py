@@ -104,13 +104,17 @@ def plan_batches(
     return batches
 
 
-def oversized(src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int, max_positions: int) -> np.ndarray:
+def oversized(
+    src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int, max_positions: int
+) -> np.ndarray:
     """Indices of pairs that cannot be batched (too long for max_tokens or the model's positions)."""
     longest = np.maximum(np.asarray(src_sizes), np.asarray(tgt_sizes)) + 1
     return np.flatnonzero((longest > max_tokens) | (longest > max_positions))
 
 
-def _gather_padded(ids: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _gather_padded(
+    ids: np.ndarray, offsets: np.ndarray, indices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(B, max_len) int64 matrix of the sentences (0-filled) and their lengths, without a Python loop."""
     starts = np.asarray(offsets[indices], dtype=np.int64)
     lengths = np.asarray(offsets[indices + 1], dtype=np.int64) - starts
@@ -122,7 +126,9 @@ def _gather_padded(ids: np.ndarray, offsets: np.ndarray, indices: np.ndarray) ->
     return out, lengths
 
 
-def collate_indexed(src: IndexedDataset, tgt: IndexedDataset, indices: np.ndarray, pad: int, bos: int, eos: int) -> Batch:
+def collate_indexed(
+    src: IndexedDataset, tgt: IndexedDataset, indices: np.ndarray, pad: int, bos: int, eos: int
+) -> Batch:
     """``collate`` straight from memory-mapped datasets: one vectorised gather per side."""
     indices = np.asarray(indices, dtype=np.int64)
     rows = np.arange(len(indices))

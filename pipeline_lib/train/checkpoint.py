@@ -109,7 +109,9 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
     return state
 
 
-def load_model(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[TransformerModel, dict]:
+def load_model(
+    path: str | os.PathLike[str], device: str | torch.device = "cpu"
+) -> tuple[TransformerModel, dict]:
     """The model (eval mode, fp32, on ``device``) and the checkpoint dict without optimizer state."""
     state = load_checkpoint(path)
     config = ModelConfig.from_dict(state["model_config"], where=f"{path}: model_config")

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from pipeline_lib.data.vocab import Vocabulary
-from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.errors import InputError
 from pipeline_lib.model.config import DLCL_NORMS, INITS, PRESETS, RESIDUAL_VARIANTS, ModelConfig
 from pipeline_lib.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TrainConfig, parse_betas
 
@@ -59,7 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--activation-dropout", type=float, default=0.0)
     m.add_argument("--max-positions", type=int, default=1024)
     m.add_argument("--admin-profile", default=None, help="ω profile JSON (required with --residual admin)")
-    m.add_argument("--admin-closed-form", action="store_true", help="Admin ω from the closed form, no profile")
+    m.add_argument(
+        "--admin-closed-form", action="store_true", help="Admin ω from the closed form, no profile"
+    )
 
     o = p.add_argument_group("optimization")
     o.add_argument("--optimizer", choices=OPTIMIZERS, default="radam")
@@ -89,7 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--amp", choices=AMP_MODES, default="none")
     r.add_argument("--num-threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     r.add_argument("--save-interval-updates", type=int, default=0, help="also save every N updates (0: off)")
-    r.add_argument("--keep-interval-updates", type=int, default=0, help="keep N checkpoint_{epoch}_{update}.pt")
+    r.add_argument(
+        "--keep-interval-updates", type=int, default=0, help="keep N checkpoint_{epoch}_{update}.pt"
+    )
     r.add_argument("--keep-last-epochs", type=int, default=-1, help="keep N checkpoint{epoch}.pt (-1: all)")
     r.add_argument("--log-interval", type=int, default=100, help="JSONL train record every N updates")
     r.add_argument("--progress", choices=["auto", "tqdm", "none"], default="auto", help="auto: tqdm on a TTY")
@@ -161,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
 
         if cfg.device == "cuda":
             torch.cuda.set_device(env.local_rank)
-        dist.init_process_group(env.backend, init_method=env.init_method, rank=env.rank, world_size=env.world_size)
+        dist.init_process_group(
+            env.backend, init_method=env.init_method, rank=env.rank, world_size=env.world_size
+        )
     try:
         outcome = Trainer(cfg, model_cfg, Context(vocab_size, vocab_sha), env).run()
     finally:
@@ -173,7 +179,3 @@ def run(args: argparse.Namespace) -> int:
     if outcome.status == "diverged":
         print(f"training diverged at update {outcome.update}: {outcome.reason}")
     return outcome.exit_code
-
-
-def _unused() -> None:  # keeps ConfigError importable for callers that validate args themselves
-    raise ConfigError("unreachable")

@@ -63,22 +63,30 @@ class TrainConfig:
             if not getattr(self, name):
                 raise ConfigError(f"train.{name} (--{name.replace('_', '-')}) must not be empty")
         if len(self.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in self.adam_betas):
-            raise ConfigError(f"train.adam_betas (--adam-betas) must be two numbers in [0, 1), got {self.adam_betas}")
+            raise ConfigError(
+                f"train.adam_betas (--adam-betas) must be two numbers in [0, 1), got {self.adam_betas}"
+            )
         self._positive_float("adam_eps", "lr")
         self._non_negative_float("warmup_init_lr", "clip_norm", "weight_decay")
         if self.warmup_init_lr > self.lr:
             raise ConfigError(f"train.warmup_init_lr={self.warmup_init_lr} exceeds train.lr={self.lr}")
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ConfigError(f"train.label_smoothing (--label-smoothing) must be in [0, 1), got {self.label_smoothing}")
+            raise ConfigError(
+                f"train.label_smoothing (--label-smoothing) must be in [0, 1), got {self.label_smoothing}"
+            )
         self._positive_int("max_tokens", "update_freq", "log_interval", "divergence_window")
         self._non_negative_int("warmup_updates", "max_epoch", "max_update", "save_interval_updates")
         self._non_negative_int("keep_interval_updates", "num_threads", "seed")
         if self.max_sentences is not None:
             self._positive_int("max_sentences")
         if self.keep_last_epochs < -1:
-            raise ConfigError(f"train.keep_last_epochs (--keep-last-epochs) must be >= -1, got {self.keep_last_epochs}")
+            raise ConfigError(
+                f"train.keep_last_epochs (--keep-last-epochs) must be >= -1, got {self.keep_last_epochs}"
+            )
         if self.max_epoch == 0 and self.max_update == 0:
-            raise ConfigError("set --max-epoch or --max-update (train.max_epoch / train.max_update): both are 0")
+            raise ConfigError(
+                "set --max-epoch or --max-update (train.max_epoch / train.max_update): both are 0"
+            )
         if self.divergence_threshold is not None and not math.isfinite(self.divergence_threshold):
             raise ConfigError("train.divergence_threshold (--divergence-threshold) must be finite")
         if self.amp == "fp16" and self.device == "cpu":
@@ -90,7 +98,9 @@ class TrainConfig:
 
     def _choice(self, name: str, choices: tuple[str, ...]) -> None:
         if getattr(self, name) not in choices:
-            raise ConfigError(f"{self._flag(name)}={getattr(self, name)!r} is not one of {', '.join(choices)}")
+            raise ConfigError(
+                f"{self._flag(name)}={getattr(self, name)!r} is not one of {', '.join(choices)}"
+            )
 
     def _positive_int(self, *names: str) -> None:
         for name in names:

@@ -126,7 +126,11 @@ class DistributedEnv:
                 master_addr = environ["MASTER_ADDR"]
             else:
                 nodelist_var = next(
-                    (v for v in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if v in environ),
+                    (
+                        v
+                        for v in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+                        if v in environ
+                    ),
                     None,
                 )
                 if nodelist_var is None:

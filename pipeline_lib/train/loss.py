@@ -18,7 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def label_smoothed_nll_loss(logits: Tensor, target: Tensor, epsilon: float, pad: int) -> tuple[Tensor, Tensor]:
+def label_smoothed_nll_loss(
+    logits: Tensor, target: Tensor, epsilon: float, pad: int
+) -> tuple[Tensor, Tensor]:
     """(loss_sum, nll_sum) in nats over non-pad tokens; logits (..., V) of any dtype, math in fp32."""
     vocab = logits.shape[-1]
     lprobs = F.log_softmax(logits.float().reshape(-1, vocab), dim=-1)
@@ -36,4 +38,3 @@ def label_smoothed_nll_loss(logits: Tensor, target: Tensor, epsilon: float, pad:
 def ppl(nll_bits_per_token: float) -> float:
     """Perplexity from a base-2 per-token nll (fairseq's ``2 ** nll_loss``), capped to stay finite."""
     return float(2.0 ** min(nll_bits_per_token, 100.0))
-

@@ -183,7 +183,12 @@ class JsonlLog:
 
 
 def write_status(save_dir: Path, outcome: Outcome, extra: dict[str, Any]) -> None:
-    record = {"status": outcome.status, "update": outcome.update, "epoch": outcome.epoch, "reason": outcome.reason}
+    record = {
+        "status": outcome.status,
+        "update": outcome.update,
+        "epoch": outcome.epoch,
+        "reason": outcome.reason,
+    }
     record.update(extra)
     tmp = save_dir / (STATUS_FILE + ".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -202,7 +207,9 @@ def read_status(save_dir: Path) -> dict[str, Any] | None:
 
 def checkpoint_candidates(save_dir: Path) -> list[Path]:
     """checkpoint_last.pt first, then the epoch/interval checkpoints, newest first."""
-    others = [p for p in save_dir.glob("checkpoint*.pt") if _EPOCH_RE.match(p.name) or _INTERVAL_RE.match(p.name)]
+    others = [
+        p for p in save_dir.glob("checkpoint*.pt") if _EPOCH_RE.match(p.name) or _INTERVAL_RE.match(p.name)
+    ]
     others.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
     last = save_dir / LAST
     return ([last] if last.exists() else []) + others
@@ -238,7 +245,11 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         optim_cls = torch.optim.RAdam if cfg.optimizer == "radam" else torch.optim.Adam
         self.optimizer = optim_cls(
-            self.params, lr=cfg.warmup_init_lr, betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay
+            self.params,
+            lr=cfg.warmup_init_lr,
+            betas=cfg.adam_betas,
+            eps=cfg.adam_eps,
+            weight_decay=cfg.weight_decay,
         )
         self.schedule = InverseSqrtSchedule(self.optimizer, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
@@ -256,7 +267,9 @@ class Trainer:
         cfg = self.cfg
         if self.model_cfg.residual != "admin":
             if cfg.admin_profile or cfg.admin_closed_form:
-                raise CheckpointError("--admin-profile / --admin-closed-form given but --residual is not admin")
+                raise CheckpointError(
+                    "--admin-profile / --admin-closed-form given but --residual is not admin"
+                )
             return None
         if cfg.admin_closed_form:
             if cfg.admin_profile:
@@ -286,10 +299,14 @@ class Trainer:
             "model_config": self.model_cfg.to_dict(),
             "model": self.model.state_dict(),
             "vocab_sha256": self.ctx.vocab_sha256,
-            "data": {"bin_dir": self.cfg.data, "src_lang": self.cfg.source_lang, "tgt_lang": self.cfg.target_lang},
+            "data": {
+                "bin_dir": self.cfg.data,
+                "src_lang": self.cfg.source_lang,
+                "tgt_lang": self.cfg.target_lang,
+            },
             "train_config": self.cfg.to_dict(),
             "num_updates": self.num_updates,
-            "epoch": self.epoch,
+            "epoch": self._epoch_reached(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.schedule.state_dict(),
             "scaler": self.scaler.state_dict(),
@@ -322,7 +339,9 @@ class Trainer:
             save_checkpoint(state, path)
             copy_checkpoint(path, self.save_dir / LAST)
             found = sorted(
-                (int(m.group(2)), p) for p in self.save_dir.glob("checkpoint_*_*.pt") if (m := _INTERVAL_RE.match(p.name))
+                (int(m.group(2)), p)
+                for p in self.save_dir.glob("checkpoint_*_*.pt")
+                if (m := _INTERVAL_RE.match(p.name))
             )
             for _, old in found[: -cfg.keep_interval_updates]:
                 old.unlink(missing_ok=True)
@@ -358,13 +377,18 @@ class Trainer:
             )
         if self.ctx.vocab_sha256 and state.get("vocab_sha256") not in (None, self.ctx.vocab_sha256):
             raise CheckpointError(f"{path}: trained with a different vocabulary (vocab_sha256 differs)")
-        if self.admin_profile is not None and state.get("admin_profile") is not None:
-            if state["admin_profile"]["omegas"] != self.admin_profile.to_json()["omegas"]:
-                raise CheckpointError(f"{path}: the run started with a different Admin profile than {self.cfg.admin_profile}")
+        saved = (state.get("admin_profile") or {}).get("omegas")
+        if self.admin_profile is not None and saved is not None and saved != self.admin_profile.omegas:
+            raise CheckpointError(
+                f"{path}: the run started with a different Admin profile than {self.cfg.admin_profile}"
+            )
         old = state.get("train_config", {})
         changed = [k for k in TRAJECTORY_KEYS if k in old and old[k] != self.cfg.to_dict()[k]]
         if changed:
-            print(f"warning: resuming with changed {', '.join(changed)}: not an exact continuation", file=sys.stderr)
+            print(
+                f"warning: resuming with changed {', '.join(changed)}: not an exact continuation",
+                file=sys.stderr,
+            )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
@@ -392,9 +416,9 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
-    def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
-        """One update over this rank's micro-batches. Returns (loss_sum, nll_sum, gnorm, stepped), sums
-        over all ranks in nats; ``stepped`` is False when fp16 overflow made the scaler skip it."""
+    def accumulate_gradients(self, batches: list[Batch], total_tokens: float) -> tuple[Tensor, Tensor]:
+        """Forward/backward over this rank's micro-batches; leaves per-target-token gradients in .grad.
+        Returns this rank's (loss_sum, nll_sum) in nats."""
         torch.manual_seed(update_seed(self.cfg.seed, self.num_updates, self.rank))
         self.ddp.train()
         # DDP averages gradients over ranks; fairseq's normalisation is per target token of the update.
@@ -406,10 +430,18 @@ class Trainer:
             with contextlib.nullcontext() if sync else self.ddp.no_sync():
                 with self._autocast():
                     logits = self.ddp(batch.src_tokens, batch.prev_tokens)
-                loss, nll = label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
+                loss, nll = label_smoothed_nll_loss(
+                    logits, batch.target, self.cfg.label_smoothing, self.ctx.pad
+                )
                 self.scaler.scale(loss * scale).backward()
             loss_acc += loss.detach()
             nll_acc += nll
+        return loss_acc, nll_acc
+
+    def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
+        """One update. Returns (loss_sum, nll_sum, gnorm, stepped), sums over all ranks in nats;
+        ``stepped`` is False when the step was skipped (fp16 overflow, non-finite values)."""
+        loss_acc, nll_acc = self.accumulate_gradients(batches, total_tokens)
         self.scaler.unscale_(self.optimizer)
         grads = [p.grad for p in self.params if p.grad is not None]
         gnorm = torch.nn.utils.get_total_norm(grads, foreach=True)
@@ -448,7 +480,12 @@ class Trainer:
             ntokens += batch.ntokens
         loss_sum, nll_sum, ntokens = self._all_reduce([loss_sum, nll_sum, ntokens])
         denom = max(ntokens, 1.0) * LN2
-        return {"loss": loss_sum / denom, "nll_loss": nll_sum / denom, "ppl": ppl(nll_sum / denom), "ntokens": ntokens}
+        return {
+            "loss": loss_sum / denom,
+            "nll_loss": nll_sum / denom,
+            "ppl": ppl(nll_sum / denom),
+            "ntokens": ntokens,
+        }
 
     # ----------------------------------------------------------------------------- main loop
     def run(self) -> Outcome:
@@ -462,7 +499,9 @@ class Trainer:
                 f"({status.get('reason')}); not retrying (delete status.json to force a retry)",
                 file=sys.stderr,
             )
-            return Outcome("diverged", int(status.get("update", 0)), int(status.get("epoch", 0)), status.get("reason"))
+            return Outcome(
+                "diverged", int(status.get("update", 0)), int(status.get("epoch", 0)), status.get("reason")
+            )
         self._barrier()  # nobody reads status.json after rank 0 rewrites it below
         train_data, valid_data = self._load_data()
         self.log = JsonlLog(self.save_dir / LOG_FILE, self.is_main)
@@ -471,8 +510,13 @@ class Trainer:
             state, path = found
             self._restore(state, path)
             self.log.truncate_after(self.num_updates)
-            self.log.write({"kind": "resume", "update": self.num_updates, "epoch": self.epoch, "checkpoint": str(path)})
-            print(f"resuming from {path}: update {self.num_updates}, epoch {self.epoch}, batch {self.batch_index}", file=sys.stderr)
+            self.log.write(
+                {"kind": "resume", "update": self.num_updates, "epoch": self.epoch, "checkpoint": str(path)}
+            )
+            print(
+                f"resuming from {path}: update {self.num_updates}, epoch {self.epoch}, batch {self.batch_index}",
+                file=sys.stderr,
+            )
         elif self.is_main:
             self.log.write({
                 "kind": "start", "update": 0, "model": self.model_cfg.to_dict(), "train": cfg.to_dict(),
@@ -481,13 +525,7 @@ class Trainer:
             })  # fmt: skip
         if self.is_main and status is not None and status.get("status") == "preempted":
             (self.save_dir / STATUS_FILE).unlink(missing_ok=True)
-        if self.distributed:
-            self.ddp = nn.parallel.DistributedDataParallel(
-                self.model,
-                device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                broadcast_buffers=False,
-                gradient_as_bucket_view=True,
-            )
+        self.wrap_ddp()
         try:
             with StopSignal() as stop:
                 outcome = self._loop(train_data, valid_data, stop)
@@ -498,6 +536,19 @@ class Trainer:
             write_status(self.save_dir, outcome, extra)
         self._barrier()
         return outcome
+
+    def _epoch_reached(self) -> int:
+        """The epoch in progress, or the last finished one when sitting at an epoch boundary."""
+        return self.epoch - 1 if self.batch_index == 0 else self.epoch
+
+    def wrap_ddp(self) -> None:
+        if self.distributed and self.ddp is self.model:
+            self.ddp = nn.parallel.DistributedDataParallel(
+                self.model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False,
+                gradient_as_bucket_view=True,
+            )
 
     def _done(self) -> bool:
         cfg = self.cfg
@@ -557,7 +608,7 @@ class Trainer:
             self._validate_and_log(valid_data)
             self.save()
         self._barrier()
-        return Outcome("completed", self.num_updates, self.epoch)
+        return Outcome("completed", self.num_updates, self._epoch_reached())
 
     def _divergence(self, loss_bits: float, gnorm: float) -> str | None:
         if self.cfg.amp == "fp16":
@@ -584,7 +635,9 @@ class Trainer:
         if bar is not None:
             bar.close()
         print(f"diverged at update {self.num_updates + 1}: {reason}", file=sys.stderr)
-        self.log.write({"kind": "diverged", "update": self.num_updates + 1, "epoch": self.epoch, "reason": reason})
+        self.log.write(
+            {"kind": "diverged", "update": self.num_updates + 1, "epoch": self.epoch, "reason": reason}
+        )
         return Outcome("diverged", self.num_updates + 1, self.epoch, reason)
 
     def _preempt(self, bar: Any) -> Outcome:
@@ -612,7 +665,9 @@ class Trainer:
             return None
         from tqdm import tqdm
 
-        return tqdm(total=total, initial=self.batch_index, desc=f"epoch {self.epoch}", unit="batch", leave=False)
+        return tqdm(
+            total=total, initial=self.batch_index, desc=f"epoch {self.epoch}", unit="batch", leave=False
+        )
 
     def _log_train(self, meter: _Meter, bar: Any) -> None:
         if not self.is_main or meter.updates == 0:
@@ -633,7 +688,9 @@ class Trainer:
             record["loss_scale"] = self.scaler.get_scale()
         self.log.write(record)
         if bar is not None:
-            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+            bar.set_postfix(
+                loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}"
+            )
 
 
 class _Meter:

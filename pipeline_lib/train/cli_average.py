@@ -1,0 +1,56 @@
+"""``average``: average checkpoints into one (fairseq's average_checkpoints.py).
+
+Usage::
+
+    python -m pipeline_lib average --save-dir work/ckpt/6L --num-epoch-checkpoints 5 --output work/ckpt/6L/avg5.pt
+    python -m pipeline_lib average --save-dir work/ckpt/6L --num-update-checkpoints 5 --output avg.pt
+    python -m pipeline_lib average --inputs a.pt b.pt c.pt --output avg.pt
+
+Float tensors are summed in float32 and divided by the count; the output is a checkpoint that
+``pipeline_lib.train.checkpoint.load_model`` (and ``translate``) loads. Written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.train.average import last_checkpoints, write_average
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--inputs", nargs="+", type=Path, help="checkpoint files to average")
+    src.add_argument("--save-dir", type=Path, help="training directory holding checkpoint{epoch}.pt files")
+    p.add_argument(
+        "--num-epoch-checkpoints", type=int, default=None, help="average the last N epoch checkpoints"
+    )
+    p.add_argument(
+        "--num-update-checkpoints", type=int, default=None, help="average the last N checkpoint_E_U.pt"
+    )
+    p.add_argument("--output", required=True, type=Path)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.inputs:
+        if args.num_epoch_checkpoints or args.num_update_checkpoints:
+            raise ConfigError(
+                "--num-epoch-checkpoints/--num-update-checkpoints go with --save-dir, not --inputs"
+            )
+        paths = list(args.inputs)
+    else:
+        if (args.num_epoch_checkpoints is None) == (args.num_update_checkpoints is None):
+            raise ConfigError(
+                "with --save-dir give exactly one of --num-epoch-checkpoints / --num-update-checkpoints"
+            )
+        if args.num_epoch_checkpoints is not None:
+            paths = last_checkpoints(args.save_dir, args.num_epoch_checkpoints, "epoch")
+        else:
+            paths = last_checkpoints(args.save_dir, args.num_update_checkpoints, "update")
+    state = write_average(paths, args.output)
+    print(
+        f"averaged {len(paths)} checkpoints ({', '.join(p.name for p in paths)}) -> {args.output} "
+        f"(update {state['num_updates']})"
+    )
+    return 0

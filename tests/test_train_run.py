@@ -1,0 +1,140 @@
+"""Real tiny training runs through the CLI: loss falls, exact resume, divergence, Admin, averaging."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
+
+from pipeline_lib.cli import main  # noqa: E402
+from pipeline_lib.train.checkpoint import load_checkpoint, load_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bin_dir(tmp_path_factory) -> Path:
+    torch.set_num_threads(1)
+    return make_bin_dir(tmp_path_factory.mktemp("data"))
+
+
+def losses(save_dir: Path) -> dict[int, float]:
+    return {r["update"]: r["loss"] for r in read_log(save_dir)}
+
+
+def test_loss_falls_and_outputs(bin_dir: Path, tmp_path: Path) -> None:
+    save = tmp_path / "run"
+    assert main(train_args(bin_dir, save, "--max-epoch", "8", "--keep-last-epochs", "3")) == 0
+    train = read_log(save)
+    valid = read_log(save, "valid")
+    assert len(valid) == 8
+    assert valid[-1]["loss"] < valid[0]["loss"] - 0.5, [v["loss"] for v in valid]
+    assert sum(r["loss"] for r in train[-4:]) / 4 < sum(r["loss"] for r in train[:4]) / 4 - 0.5
+    for key in ("loss", "nll_loss", "ppl", "lr", "gnorm", "tokens_per_s", "updates_per_s", "memory_mb"):
+        assert key in train[-1]
+    assert train[-1]["memory_kind"] == "peak_rss" and train[-1]["memory_mb"] > 0
+    names = sorted(p.name for p in save.glob("checkpoint*.pt"))
+    assert names == ["checkpoint6.pt", "checkpoint7.pt", "checkpoint8.pt", "checkpoint_last.pt"]
+    status = json.loads((save / "status.json").read_text())
+    assert (
+        status["status"] == "completed" and status["update"] == train[-1]["update"] and status["epoch"] == 8
+    )
+    ckpt = load_checkpoint(save / "checkpoint8.pt")
+    assert ckpt["iterator"] == {"epoch": 9, "batch_index": 0} and ckpt["epoch"] == 8
+    assert ckpt["vocab_sha256"] and set(ckpt["rng"]) >= {"python", "numpy", "torch"}
+    model, meta = load_model(save / "checkpoint_last.pt")
+    assert not model.training and "optimizer" not in meta
+    # Re-running a finished command resumes, finds nothing to do, and keeps the result.
+    assert main(train_args(bin_dir, save, "--max-epoch", "8", "--keep-last-epochs", "3")) == 0
+    assert losses(save) == {r["update"]: r["loss"] for r in train}
+
+
+def test_resume_after_max_update_is_bit_identical(bin_dir: Path, tmp_path: Path) -> None:
+    full, split = tmp_path / "full", tmp_path / "split"
+    assert main(train_args(bin_dir, full, "--max-update", "11")) == 0
+    assert main(train_args(bin_dir, split, "--max-update", "5")) == 0  # stops inside epoch 2
+    mid = load_checkpoint(split / "checkpoint_last.pt")
+    assert mid["num_updates"] == 5 and mid["iterator"]["batch_index"] > 0
+    assert main(train_args(bin_dir, split, "--max-update", "11")) == 0
+    assert losses(split) == losses(full)
+    assert len(losses(full)) == 11
+    a = load_checkpoint(full / "checkpoint_last.pt")["model"]
+    b = load_checkpoint(split / "checkpoint_last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_divergence_writes_status_and_exits_zero(bin_dir: Path, tmp_path: Path) -> None:
+    save = tmp_path / "div"
+    args = train_args(bin_dir, save, "--max-epoch", "20", "--divergence-window", "3")
+    args[args.index("--lr") + 1] = "50"
+    args[args.index("--warmup-updates") + 1] = "1"
+    assert main(args) == 0
+    status = json.loads((save / "status.json").read_text())
+    assert status["status"] == "diverged", status
+    assert status["reason"] and status["update"] > 0
+    assert read_log(save, "diverged")
+    # A re-run does not start over: divergence is a result, not an error.
+    assert main(args) == 0
+    assert json.loads((save / "status.json").read_text()) == status
+
+
+def test_crash_is_not_a_divergence(bin_dir: Path, tmp_path: Path) -> None:
+    save = tmp_path / "crash"
+    rc = main(train_args(bin_dir, save, "--max-epoch", "1", "--valid-subset", "nosuchsplit"))
+    assert rc == 2
+    assert not (save / "status.json").exists()
+
+
+def test_admin_needs_a_matching_profile(bin_dir: Path, tmp_path: Path, capsys) -> None:
+    save = tmp_path / "admin"
+    assert main(train_args(bin_dir, save, "--max-update", "2", "--residual", "admin")) == 2
+    assert "--admin-profile" in capsys.readouterr().err
+    assert (
+        main(train_args(bin_dir, save, "--max-update", "2", "--residual", "admin", "--admin-closed-form"))
+        == 0
+    )
+    ckpt = load_checkpoint(save / "checkpoint_last.pt")
+    assert ckpt["admin_profile"]["method"] == "closed_form"
+    # A profile taken for another architecture is refused.
+    from pipeline_lib.model.admin import closed_form_profile
+    from pipeline_lib.model.config import ModelConfig
+
+    other = ModelConfig.from_dict({**ckpt["model_config"], "encoder_layers": 3})
+    closed_form_profile(other).save(tmp_path / "profile.json")
+    args = train_args(bin_dir, tmp_path / "admin2", "--max-update", "2", "--residual", "admin")
+    assert main([*args, "--admin-profile", str(tmp_path / "profile.json")]) == 2
+    assert "encoder_layers" in capsys.readouterr().err
+
+
+def test_bf16_keeps_fp32_master_weights(bin_dir: Path, tmp_path: Path) -> None:
+    save = tmp_path / "bf16"
+    assert main(train_args(bin_dir, save, "--max-update", "3", "--amp", "bf16")) == 0
+    state = load_checkpoint(save / "checkpoint_last.pt")
+    assert all(v.dtype == torch.float32 for v in state["model"].values() if v.is_floating_point())
+    assert len(read_log(save)) == 3 and all(r["loss"] == r["loss"] for r in read_log(save))
+
+
+def test_average_of_identical_checkpoints(bin_dir: Path, tmp_path: Path) -> None:
+    save = tmp_path / "avg"
+    assert main(train_args(bin_dir, save, "--max-epoch", "2")) == 0
+    ckpt = save / "checkpoint2.pt"
+    out = tmp_path / "avg.pt"
+    assert main(["average", "--inputs", str(ckpt), str(ckpt), str(ckpt), "--output", str(out)]) == 0
+    ref, avg = load_checkpoint(ckpt)["model"], load_checkpoint(out)["model"]
+    assert all(torch.allclose(avg[k], ref[k], rtol=0, atol=1e-7) for k in ref)
+    model, _ = load_model(out)
+    assert model.num_parameters() > 0
+    # --save-dir form: the mean of checkpoint1 and checkpoint2.
+    out2 = tmp_path / "avg2.pt"
+    assert (
+        main(["average", "--save-dir", str(save), "--num-epoch-checkpoints", "2", "--output", str(out2)]) == 0
+    )
+    one = load_checkpoint(save / "checkpoint1.pt")["model"]
+    mean = load_checkpoint(out2)["model"]
+    for k in ref:
+        if ref[k].is_floating_point():
+            assert torch.allclose(mean[k], (one[k] + ref[k]) / 2, atol=1e-6)
