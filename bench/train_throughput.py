@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/train_throughput.py [--threads 2] [--updates 10] [--warmup 3] [--vocab 8000]
 
-Synthetic binarized data (written with IndexedDatasetWriter; lengths uniform in 10..40 tokens),
+Synthetic binarized data (written with IndexedDatasetWriter; source lengths uniform in 10..40 tokens, target = source +-2),
 the real Trainer.train_step (collate + forward + label-smoothed loss + backward + RAdam step).
 Prints the median target tokens/s over the timed updates (warm-up updates excluded) and peak RSS.
 """
@@ -29,8 +29,10 @@ from pipeline_lib.train.trainer import Context, Trainer
 def synthetic(bin_dir: Path, vocab: int, pairs: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     for split, n in (("train", pairs), ("valid", 16)):
-        for lang in ("src", "tgt"):
-            lengths = rng.integers(10, 41, size=n)
+        # Target lengths follow the source's (+-2), as in real parallel data, so padding stays realistic.
+        src_len = rng.integers(10, 41, size=n)
+        tgt_len = np.clip(src_len + rng.integers(-2, 3, size=n), 1, None)
+        for lang, lengths in (("src", src_len), ("tgt", tgt_len)):
             write_dataset(
                 split_prefix(bin_dir, split, lang), (rng.integers(4, vocab, size=k) for k in lengths)
             )

@@ -67,12 +67,19 @@ def link_profiles(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline_lib.setup_profiles", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline_lib.setup_profiles", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--force", action="store_true", help="replace our-named links pointing elsewhere")
     parser.add_argument(
-        "--config-dir", type=Path, default=None, help="default: $XDG_CONFIG_HOME/snakemake or ~/.config/snakemake"
+        "--config-dir",
+        type=Path,
+        default=None,
+        help="default: $XDG_CONFIG_HOME/snakemake or ~/.config/snakemake",
     )
-    parser.add_argument("names", nargs="*", default=list(PROFILE_NAMES), help="profiles to link (default: all)")
+    parser.add_argument(
+        "names", nargs="*", default=list(PROFILE_NAMES), help="profiles to link (default: all)"
+    )
     args = parser.parse_args(argv)
     try:
         for line in link_profiles(config_dir=args.config_dir, names=args.names, force=args.force):

@@ -107,6 +107,7 @@ def sbatch_line(
     requeue: bool = True,
     workdir: str = "<workdir>",
     run_uuid: str = "<run_uuid>",
+    slurm_logdir: str = "<slurm_logdir>",
 ) -> str:
     """The ``sbatch`` command snakemake-executor-plugin-slurm submits for these resources.
 
@@ -119,7 +120,7 @@ def sbatch_line(
     res = _Resources(resources)
     job = SimpleNamespace(resources=res, threads=threads)
     group = f"rule_{rule}"
-    logfile = f"<slurm_logdir>/{group}/{wildcards}/%j.log" if wildcards else f"<slurm_logdir>/{group}/%j.log"
+    logfile = f"{slurm_logdir}/{group}/{wildcards}/%j.log" if wildcards else f"{slurm_logdir}/{group}/%j.log"
     params = {
         "run_uuid": run_uuid,
         "slurm_logfile": logfile,

@@ -127,6 +127,9 @@ MessageTimeout=10
 InactiveLimit=0
 KillWait=15
 MinJobAge=300
+# Reject at submission what the partition can never run (e.g. 2 nodes here) instead of queueing it.
+EnforcePartLimits=ALL
+MailProg=/bin/true
 Waittime=0
 # Declared so that jobs asking for GPUs get a clean "not available" instead of a parse error.
 GresTypes=gpu

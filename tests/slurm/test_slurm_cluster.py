@@ -28,11 +28,26 @@ def test_sbatch_runs_a_job_and_writes_its_output(tmp_path: Path, slurm_cluster):
     out = tmp_path / "job.out"
     job_id = subprocess.run(
         [
-            "sbatch", "--parsable", "-p", slurm_cluster.partition, "-n", "1", "-c", "1", "--mem", "100",
-            "-t", "2", "-o", str(out),
-            "--wrap", 'echo "job=$SLURM_JOB_ID partition=$SLURM_JOB_PARTITION cpus=$SLURM_CPUS_ON_NODE"',
+            "sbatch",
+            "--parsable",
+            "-p",
+            slurm_cluster.partition,
+            "-n",
+            "1",
+            "-c",
+            "1",
+            "--mem",
+            "100",
+            "-t",
+            "2",
+            "-o",
+            str(out),
+            "--wrap",
+            'echo "job=$SLURM_JOB_ID partition=$SLURM_JOB_PARTITION cpus=$SLURM_CPUS_ON_NODE"',
         ],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert job_id.isdigit(), job_id
     assert _wait_done(job_id) == "COMPLETED"
@@ -45,9 +60,23 @@ def test_sbatch_runs_a_job_and_writes_its_output(tmp_path: Path, slurm_cluster):
 
 def test_sbatch_reports_a_failing_job_as_failed(tmp_path: Path, slurm_cluster):
     job_id = subprocess.run(
-        ["sbatch", "--parsable", "-p", slurm_cluster.partition, "-t", "1", "--mem", "100",
-         "-o", str(tmp_path / "fail.out"), "--wrap", "exit 3"],
-        capture_output=True, text=True, check=True,
+        [
+            "sbatch",
+            "--parsable",
+            "-p",
+            slurm_cluster.partition,
+            "-t",
+            "1",
+            "--mem",
+            "100",
+            "-o",
+            str(tmp_path / "fail.out"),
+            "--wrap",
+            "exit 3",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert _wait_done(job_id) == "FAILED"
 
@@ -55,10 +84,33 @@ def test_sbatch_reports_a_failing_job_as_failed(tmp_path: Path, slurm_cluster):
 def test_srun_two_cpu_ranks_allreduce_with_gloo(tmp_path: Path, slurm_cluster):
     out_dir = tmp_path / "ranks"
     proc = subprocess.run(
-        ["srun", "-p", slurm_cluster.partition, "-n", "2", "-c", "1", "--mem-per-cpu", "500", "-t", "3",
-         "--kill-on-bad-exit=1", python_exe(), "-m", "pipeline_lib.train.dist_check", "--device", "cpu",
-         "--out-dir", str(out_dir), "--timeout", "60"],
-        capture_output=True, text=True, timeout=180, cwd=REPO,
+        [
+            "srun",
+            "-p",
+            slurm_cluster.partition,
+            "-n",
+            "2",
+            "-c",
+            "1",
+            "--mem-per-cpu",
+            "500",
+            "-t",
+            "3",
+            "--kill-on-bad-exit=1",
+            python_exe(),
+            "-m",
+            "pipeline_lib.train.dist_check",
+            "--device",
+            "cpu",
+            "--out-dir",
+            str(out_dir),
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = [json.loads((out_dir / f"rank{r}.json").read_text()) for r in (0, 1)]

@@ -62,7 +62,10 @@ def test_snakemake_runs_two_rules_through_sbatch(tmp_path: Path, slurm_cluster):
     profile = make_test_profile(tmp_path / "profile", slurm_cluster.partition)
     proc = subprocess.run(
         [*snakemake_cmd(), "--profile", str(profile), "--jobs", "2", "all"],
-        cwd=work, capture_output=True, text=True, timeout=400,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=400,
         env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
     )
     log = proc.stdout + proc.stderr

@@ -1,0 +1,32 @@
+# deepnmt-repro: deep-Transformer NMT reproduction (Admin, pre-LN, DLCL, Lipschitz init).
+#
+#   snakemake --profile profiles/local all                                  # the CPU demo
+#   snakemake --profile profiles/slurm --configfile config.wmt14_en_fr.yaml all
+#
+# Stages are `python -m pipeline_lib <stage>`; the rules only wire files together.
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/subword.smk"
+include: "workflow/rules/backtranslation.smk"
+include: "workflow/rules/profile.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/average.smk"
+include: "workflow/rules/decode.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+localrules:
+    all,
+    report_spec,
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

@@ -1,0 +1,560 @@
+"""Side-by-side training and decoding speed: deepnmt vs fairseq, OpenNMT-py and Sockeye (issue 8).
+
+    bench/peers/install.sh fairseq; bench/peers/install.sh opennmt; bench/peers/install.sh sockeye
+    .venv/bin/python bench/compare.py [--quick] [--toolkits fairseq deepnmt ...] [--threads 2]
+        [--updates 40] [--warmup 5] [--decode-sentences 500] [--json bench/results/compare-DATE.json]
+
+One synthetic parallel corpus (fixed seed: a Zipfian vocabulary of a few thousand "words", source
+lengths 10..40 tokens, log-normal around 22 as in real MT; the target is a fixed word-for-word mapping
+of the source with local swaps, drops and insertions, so it is learnable). Then, one toolkit at a time
+(each in its own venv under ``$DEEPNMT_BENCH_CACHE/venvs``; ours from this project's .venv), with the
+toolkit's own preprocessing, the same model (bench/peers/toolkits.py lists every flag) is trained for
+a fixed number of updates on ``--threads`` threads (OMP/MKL_NUM_THREADS and torch.set_num_threads).
+
+Measured per toolkit:
+
+* training target tokens/s: the median over the timed updates (the first ``--warmup`` updates are
+  excluded) of real target tokens (</s> included, padding excluded) / time between two optimizer steps,
+  both taken by bench/peers/shim.py in the same way for every toolkit; the toolkits' own logs are only
+  a cross-check. Also the training process' wall time and the peak RSS of its whole process tree
+  (psutil, polled every 50 ms);
+* achieved GFLOP/s = tokens/s x training FLOPs per target token (computed from the model shape and the
+  corpus' real lengths: 6 x matmul parameters per token + 3 x attention score/context FLOPs), and MFU
+  against the fp32 matmul peak of torch on the same threads, measured in the same run;
+* beam-4 decoding of the test set: sentences/s and tokens/s (best hypothesis, </s> included) from the
+  toolkit's own timer around its search (model loading excluded), in a ``fixed`` mode (every output
+  exactly 30 tokens: the speed of the search itself) and a ``natural`` one (the model decides; with the
+  few updates of a benchmark the lengths are arbitrary and differ per toolkit: compare tokens/s there).
+
+Prints one table with every number as value and ratio to fairseq, and writes JSON. The machine's other
+load makes single runs noisy (up to ~30%): compare toolkits within one run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = Path(__file__).resolve().parent / "peers"
+sys.path.insert(0, str(PEERS))
+from toolkits import BEAM, FIXED_LEN, TOOLKITS, Command, Setup, Toolkit  # noqa: E402
+
+D_MODEL, FFN, HEADS, ENC_LAYERS, DEC_LAYERS = 256, 1024, 4, 6, 6
+MAX_TOKENS = 4096
+ORDER = ("fairseq", "opennmt", "sockeye", "deepnmt")
+
+
+# ---------------------------------------------------------------- data
+
+
+def make_corpus(out: Path, n_train: int, n_valid: int, n_test: int, words: int, seed: int) -> dict:
+    """Whitespace-tokenized train/valid/test .src/.tgt files; returns corpus statistics."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocab: list[str] = []
+    seen: set[str] = set()
+    while len(vocab) < words:
+        w = "".join(rng.choice(letters, size=int(rng.integers(2, 10))))
+        if w not in seen:
+            seen.add(w)
+            vocab.append(w)
+    zipf = 1.0 / np.arange(1, words + 1)
+    zipf /= zipf.sum()
+    mapping = rng.permutation(words)  # source word i translates to target word mapping[i]
+    out.mkdir(parents=True, exist_ok=True)
+    stats: dict = {}
+    for split, n in (("train", n_train), ("valid", n_valid), ("test", n_test)):
+        src_lines, tgt_lines = [], []
+        lengths = np.clip(np.rint(rng.lognormal(math.log(22), 0.35, size=n)), 10, 40).astype(int)
+        for length in lengths:
+            src = rng.choice(words, size=length, p=zipf)
+            tgt = list(mapping[src])
+            for i in range(len(tgt) - 1):  # local reordering
+                if rng.random() < 0.1:
+                    tgt[i], tgt[i + 1] = tgt[i + 1], tgt[i]
+            tgt = [t for t in tgt if rng.random() >= 0.05]  # drops ...
+            for _ in range(rng.binomial(len(src), 0.05)):  # ... and insertions
+                tgt.insert(int(rng.integers(0, len(tgt) + 1)), int(rng.choice(words, p=zipf)))
+            src_lines.append(" ".join(vocab[i] for i in src))
+            tgt_lines.append(" ".join(vocab[i] for i in tgt))
+        (out / f"{split}.src").write_text("\n".join(src_lines) + "\n", encoding="utf-8")
+        (out / f"{split}.tgt").write_text("\n".join(tgt_lines) + "\n", encoding="utf-8")
+        stats[split] = {
+            "sentences": n,
+            "src_lengths": [len(s.split()) for s in src_lines],
+            "tgt_lengths": [len(t.split()) for t in tgt_lines],
+        }
+    types = {w for split in ("train",) for f in ("src", "tgt") for w in (out / f"{split}.{f}").read_text().split()}
+    stats["joint_types"] = len(types)
+    return stats
+
+
+# ---------------------------------------------------------------- FLOPs and peak
+
+
+def train_flops_per_target_token(src_lens: list[int], tgt_lens: list[int], vocab: int) -> dict:
+    """Training FLOPs per real target token for the benchmark model, from the corpus' real lengths.
+
+    Matmuls: 2 FLOPs per multiply-add forward, x3 for forward + backward (6 x parameters x tokens).
+      per source token: encoder layers (QKVO 4d^2 + FFN 2df) + decoder cross-attention K,V (2d^2) per layer;
+      per target token: decoder layers (self QKVO 4d^2 + cross Q,O 2d^2 + FFN 2df) + output projection dV.
+    Attention scores and context (QK^T, AV): 4d FLOPs per (query, key) pair forward, x3 for training;
+      encoder S^2, decoder self T^2 (the full masked square, as every toolkit computes it), cross T*S.
+    Lengths include </s> (source ids + </s>; decoder input <s> + ids, as long as the target).
+    Embedding lookups, layer norms, softmax and the loss are left out (the usual convention).
+    """
+    d, f = D_MODEL, FFN
+    src = np.asarray(src_lens, dtype=np.float64) + 1
+    tgt = np.asarray(tgt_lens, dtype=np.float64) + 1
+    per_src = ENC_LAYERS * (4 * d * d + 2 * d * f) + DEC_LAYERS * 2 * d * d
+    per_tgt = DEC_LAYERS * (6 * d * d + 2 * d * f) + d * vocab
+    matmul = 6 * (per_src * src.sum() + per_tgt * tgt.sum())
+    pairs = ENC_LAYERS * (src**2).sum() + DEC_LAYERS * ((tgt**2).sum() + (tgt * src).sum())
+    attention = 3 * 4 * d * pairs
+    total_tgt = tgt.sum()
+    return {
+        "flops_per_target_token": (matmul + attention) / total_tgt,
+        "matmul_part": matmul / total_tgt,
+        "attention_part": attention / total_tgt,
+        "params_per_source_token": per_src,
+        "params_per_target_token": per_tgt,
+        "mean_source_len": float(src.mean()),
+        "mean_target_len": float(tgt.mean()),
+        "vocab": vocab,
+        "formula": "6*(N_src*S + N_tgt*T) + 12*d*(L_enc*S^2 + L_dec*(T^2 + T*S)), per real target token",
+    }
+
+
+def matmul_peak(threads: int, n: int = 4096, reps: int = 5) -> float:
+    """Best fp32 GFLOP/s of an n x n @ n x n torch.mm on `threads` threads (this process)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        torch.mm(a, b)  # warm-up
+        best = math.inf
+        for _ in range(reps):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - start)
+        return 2 * n**3 / best / 1e9
+    finally:
+        torch.set_num_threads(old)
+
+
+# ---------------------------------------------------------------- running a toolkit
+
+
+@dataclass
+class Proc:
+    rc: int
+    wall_s: float
+    peak_rss_mib: float
+    log: str
+    log_path: str
+
+
+def venv_python(name: str, cache: Path) -> Path:
+    if name == "deepnmt":
+        return Path(sys.executable)
+    return cache / "venvs" / name / "bin" / "python"
+
+
+def installed(name: str, cache: Path) -> str | None:
+    """None if usable, else why not."""
+    if name == "deepnmt":
+        return None
+    marker = cache / "venvs" / name / ".deepnmt-bench-installed"
+    if not marker.is_file():
+        return f"not installed: run bench/peers/install_{name}.sh (expected {marker})"
+    return None
+
+
+def run_cmd(python: Path, toolkit: str, cmd: Command, threads: int, log_path: Path, timeout: float,
+            record: Path | None = None) -> Proc:  # fmt: skip
+    argv = [str(python), str(PEERS / "shim.py"), "--toolkit", toolkit, "--threads", str(threads)]
+    if record is not None:
+        argv += ["--record", str(record)]
+    if cmd.min_len:
+        argv += ["--min-len", str(cmd.min_len)]
+    argv += ["--", cmd.module, *cmd.args]
+    env = dict(os.environ)
+    env.update(
+        OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+        CUDA_VISIBLE_DEVICES="", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",
+    )  # fmt: skip
+    env.pop("PYTHONPATH", None)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    peak = 0.0
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(repr(a) if (" " in a or not a) else a for a in argv) + "\n")
+        log.flush()
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=log_path.parent)
+        root = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            rss = 0
+            try:
+                for p in [root, *root.children(recursive=True)]:
+                    try:
+                        rss += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                pass
+            peak = max(peak, rss / 2**20)
+            if time.perf_counter() - start > timeout:
+                proc.kill()
+                proc.wait()
+                log.write(f"\n[compare.py] killed after {timeout:.0f}s\n")
+                break
+            time.sleep(0.05)
+        wall = time.perf_counter() - start
+    return Proc(proc.returncode, wall, peak, log_path.read_text(encoding="utf-8", errors="replace"), str(log_path))
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+def _check(proc: Proc, what: str) -> None:
+    if proc.rc != 0:
+        tail = "\n".join(proc.log.strip().splitlines()[-15:])
+        raise StepFailed(f"{what} failed (exit {proc.rc}); log {proc.log_path}:\n{tail}")
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def train_metrics(record: Path, warmup: int) -> dict:
+    data = json.loads(record.read_text(encoding="utf-8"))
+    steps = data["steps"]
+    durations = [steps[i][0] - steps[i - 1][0] for i in range(1, len(steps))]
+    tokens = [steps[i][1] for i in range(1, len(steps))]
+    # update i (1-based) lasts from step i-1 to step i; updates 1..warmup are not timed
+    timed = [(t, d) for i, (t, d) in enumerate(zip(tokens, durations), start=2) if i > warmup]
+    if not timed:
+        raise StepFailed(f"{record}: only {len(steps)} optimizer steps recorded, none after the warm-up")
+    rates = [t / d for t, d in timed]
+    return {
+        "updates_recorded": len(steps),
+        "timed_updates": len(timed),
+        "tokens_per_s_median": statistics.median(rates),
+        "tokens_per_s_min": min(rates),
+        "tokens_per_s_max": max(rates),
+        "tokens_per_s_aggregate": sum(t for t, _ in timed) / sum(d for _, d in timed),
+        "target_tokens_per_update": statistics.mean(t for t, _ in timed),
+        "seconds_per_update_median": statistics.median(d for _, d in timed),
+        "first_update_s": steps[0][0] - data["start"],  # startup + data loading + first update
+    }
+
+
+def own_log_rate(tk: Toolkit, s: Setup, log: str, warmup: int) -> float | None:
+    """The toolkit's own tokens/s log, as a cross-check of the shim's timing (fairseq and ours)."""
+    rates = []
+    if tk.name == "deepnmt":
+        path = s.work / "ckpt" / "train_log.jsonl"
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                r = json.loads(line)
+                if r.get("kind") == "train" and r.get("update", 0) > warmup:
+                    rates.append(float(r["tokens_per_s"]))
+    elif tk.name == "fairseq":
+        for line in log.splitlines():
+            brace = line.find("{")
+            if brace < 0 or '"wps"' not in line:
+                continue
+            try:
+                r = json.loads(line[brace:])
+            except json.JSONDecodeError:
+                continue
+            if "num_updates" in r and int(r["num_updates"]) > warmup and "train_wall" not in r:
+                rates.append(float(r["wps"]))
+    return statistics.median(rates) if rates else None
+
+
+def decode_metrics(tk: Toolkit, s: Setup, proc: Proc, out: Path, n: int, mode: str) -> dict:
+    hyps = tk.hypotheses(out, proc.log)
+    if len(hyps) != n:
+        raise StepFailed(f"{tk.name} {mode} decoding: {len(hyps)} hypotheses for {n} sentences ({proc.log_path})")
+    lengths = [len(h.split()) for h in hyps]
+    timing = tk.decode_timing(proc.log, n)
+    if timing is None:
+        raise StepFailed(f"{tk.name} {mode} decoding: no timing line found in {proc.log_path}")
+    tokens = sum(lengths) + n  # + </s>
+    return {
+        "sentences": n,
+        "seconds": timing.seconds,
+        "timer": timing.source,
+        "sentences_per_s": n / timing.seconds,
+        "tokens_per_s": tokens / timing.seconds,
+        "process_wall_s": proc.wall_s,
+        "peak_rss_mib": proc.peak_rss_mib,
+        "mean_len": statistics.mean(lengths),
+        "min_len": min(lengths),
+        "max_len": max(lengths),
+        "length_options": tk.decode_length_options(mode, s),
+    }
+
+
+@dataclass
+class Result:
+    toolkit: str
+    label: str
+    layer_norm: str
+    note: str = ""
+    status: str = "ok"
+    error: str = ""
+    preprocess_wall_s: float | None = None
+    train: dict = field(default_factory=dict)
+    decode: dict = field(default_factory=dict)
+
+
+def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, n_test: int) -> Result:
+    res = Result(tk.name, tk.label, tk.layer_norm, tk.note)
+    why = installed(tk.name, cache)
+    if why is not None:
+        res.status, res.error = "skipped", why
+        return res
+    py = venv_python(tk.name, cache)
+    if s.work.exists():
+        shutil.rmtree(s.work)
+    s.work.mkdir(parents=True)
+    logs = s.work / "logs"
+    try:
+        t0 = time.perf_counter()
+        for i, cmd in enumerate(tk.preprocess(s)):
+            _check(run_cmd(py, tk.name, cmd, s.threads, logs / f"preprocess{i}.log", args.timeout), "preprocessing")
+        res.preprocess_wall_s = time.perf_counter() - t0
+        print(f"[{tk.name}] preprocessed in {res.preprocess_wall_s:.1f}s; training {s.updates} updates", flush=True)
+
+        record = s.work / "steps.json"
+        proc = run_cmd(py, tk.name, tk.train(s), s.threads, logs / "train.log", args.timeout, record=record)
+        _check(proc, "training")
+        res.train = train_metrics(record, args.warmup)
+        res.train.update(wall_s=proc.wall_s, peak_rss_mib=proc.peak_rss_mib)
+        res.train["own_log_tokens_per_s_median"] = own_log_rate(tk, s, proc.log, args.warmup)
+        if res.train["updates_recorded"] != s.updates:
+            res.note += f"; {res.train['updates_recorded']} optimizer steps recorded for {s.updates} updates"
+        print(
+            f"[{tk.name}] train {res.train['tokens_per_s_median']:.0f} tok/s (median of "
+            f"{res.train['timed_updates']}), wall {proc.wall_s:.0f}s, peak RSS {proc.peak_rss_mib:.0f} MiB",
+            flush=True,
+        )
+        for mode in args.modes:
+            out = s.work / f"decode-{mode}.txt"
+            proc = run_cmd(py, tk.name, tk.decode(s, mode, out), s.threads, logs / f"decode-{mode}.log", args.timeout)
+            _check(proc, f"{mode} decoding")
+            res.decode[mode] = decode_metrics(tk, s, proc, out, n_test, mode)
+            d = res.decode[mode]
+            print(
+                f"[{tk.name}] decode {mode}: {d['sentences_per_s']:.1f} sent/s, {d['tokens_per_s']:.0f} tok/s, "
+                f"len {d['min_len']}-{d['max_len']} (mean {d['mean_len']:.1f})",
+                flush=True,
+            )
+    except StepFailed as e:
+        res.status, res.error = "failed", str(e)
+        print(f"[{tk.name}] FAILED: {e}", file=sys.stderr, flush=True)
+    return res
+
+
+# ---------------------------------------------------------------- report
+
+
+def _cell(value: float | None, base: float | None, fmt: str) -> str:
+    if value is None:
+        return "-"
+    text = format(value, fmt)
+    if base:
+        text += f" ({value / base:.2f}x)"
+    return text
+
+
+def table(results: list[Result], peak: float, flops: float, modes: list[str]) -> str:
+    base = next((r for r in results if r.toolkit == "fairseq" and r.status == "ok"), None)
+
+    def get(r: Result | None, *path: str) -> float | None:
+        cur: object = r
+        for key in path:
+            if cur is None:
+                return None
+            cur = (cur.train if key == "train" else cur.decode if key == "decode" else cur.get(key))  # type: ignore[union-attr]
+        return cur if isinstance(cur, (int, float)) else None
+
+    cols = [
+        ("LN", None, None),
+        ("train tok/s", ("train", "tokens_per_s_median"), ",.0f"),
+        ("tok/upd", ("train", "target_tokens_per_update"), ",.0f"),
+        ("GFLOP/s", ("train", "gflops"), ".0f"),
+        ("MFU", ("train", "mfu"), ".1%"),
+        ("train wall s", ("train", "wall_s"), ".0f"),
+        ("peak RSS MiB", ("train", "peak_rss_mib"), ",.0f"),
+    ]
+    for mode in modes:
+        cols += [
+            (f"{mode} sent/s", ("decode", mode, "sentences_per_s"), ".1f"),
+            (f"{mode} tok/s", ("decode", mode, "tokens_per_s"), ",.0f"),
+            (f"{mode} len", ("decode", mode, "mean_len"), ".1f"),
+        ]
+    header = ["toolkit"] + [c[0] for c in cols]
+    rows = []
+    for r in results:
+        if r.status != "ok":
+            rows.append([r.toolkit, r.layer_norm, f"{r.status}: {r.error.splitlines()[0][:90]}"])
+            continue
+        row = [r.toolkit, r.layer_norm]
+        for name, path, fmt in cols[1:]:
+            v = get(r, *path)
+            b = get(base, *path) if name not in ("MFU",) and not name.endswith(" len") else None
+            if name == "tok/upd":
+                b = None
+            row.append(_cell(v, b, fmt))
+        rows.append(row)
+    widths = [max([len(header[i])] + [len(row[i]) for row in rows if len(row) > i]) for i in range(len(header))]
+    lines = [
+        " | ".join(h.ljust(w) for h, w in zip(header, widths)),
+        "-+-".join("-" * w for w in widths),
+    ]
+    for row in rows:
+        lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+    lines.append(
+        f"ratios (x) are against fairseq; MFU against the fp32 matmul peak {peak:.0f} GFLOP/s measured in this "
+        f"run; {flops / 1e6:.1f} MFLOP per target token (training)"
+    )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--toolkits", nargs="+", choices=ORDER, default=list(ORDER))
+    p.add_argument("--quick", action="store_true", help="3 warm-up + 10 timed updates, 200 decoded sentences")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--updates", type=int, default=None, help="timed updates (default 40; quick 10)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed warm-up updates (default 5; quick 3)")
+    p.add_argument("--decode-sentences", type=int, default=None, help="default 500; quick 200")
+    p.add_argument("--modes", nargs="+", choices=["fixed", "natural"], default=["fixed", "natural"])
+    p.add_argument("--words", type=int, default=4000, help="synthetic vocabulary size")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--work-dir", type=Path, default=None, help="default: a temporary directory, removed")
+    p.add_argument("--json", type=Path, default=None, help="default bench/results/compare-<date>.json")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per toolkit command")
+    args = p.parse_args()
+    args.updates = args.updates or (10 if args.quick else 40)
+    args.warmup = args.warmup if args.warmup is not None else (3 if args.quick else 5)
+    args.decode_sentences = args.decode_sentences or (200 if args.quick else 500)
+    if args.warmup < 1:
+        p.error("--warmup must be >= 1 (the first update includes start-up)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    cache = Path(os.environ.get("DEEPNMT_BENCH_CACHE", Path.home() / ".cache" / "deepnmt-bench"))
+    total_updates = args.warmup + args.updates
+    # enough pairs that no toolkit reaches an epoch boundary (validation, reshuffling) while timed
+    n_train = max(2000, int(total_updates * MAX_TOKENS / 23 * 1.5))
+    work_root = args.work_dir or Path(tempfile.mkdtemp(prefix="deepnmt-compare-"))
+    started = dt.datetime.now()
+    load_before = os.getloadavg()
+    print(
+        f"compare: toolkits {' '.join(args.toolkits)}; {args.threads} threads; {args.warmup} warm-up + "
+        f"{args.updates} timed updates; {args.decode_sentences} decoded sentences; work dir {work_root}",
+        flush=True,
+    )
+    raw = work_root / "raw"
+    corpus = make_corpus(raw, n_train, 200, args.decode_sentences, args.words, args.seed)
+    vocab = corpus["joint_types"] + 4  # + <pad> <s> </s> <unk>
+    flops = train_flops_per_target_token(corpus["train"]["src_lengths"], corpus["train"]["tgt_lengths"], vocab)
+    fpt = flops["flops_per_target_token"]
+    print(
+        f"corpus: {n_train} train pairs, {corpus['joint_types']} joint word types, mean length "
+        f"src {flops['mean_source_len']:.1f} tgt {flops['mean_target_len']:.1f} (</s> incl.); training "
+        f"{fpt / 1e6:.1f} MFLOP/target token (matmul {flops['matmul_part'] / 1e6:.1f} + attention "
+        f"{flops['attention_part'] / 1e6:.1f}; {flops['formula']})",
+        flush=True,
+    )
+    peaks = [matmul_peak(args.threads)]
+    print(f"fp32 matmul peak (4096^3, {args.threads} threads): {peaks[0]:.0f} GFLOP/s", flush=True)
+
+    s_common = dict(
+        raw=raw, updates=total_updates, max_tokens=MAX_TOKENS, threads=args.threads,
+        max_src_len=max(corpus["test"]["src_lengths"]),
+    )  # fmt: skip
+    results = []
+    for name in [t for t in ORDER if t in args.toolkits]:
+        tk = TOOLKITS[name]
+        setup = Setup(work=work_root / name, **s_common)
+        results.append(bench_toolkit(tk, setup, args, cache, args.decode_sentences))
+    peaks.append(matmul_peak(args.threads))
+    peak = max(peaks)
+    for r in results:
+        if r.status == "ok":
+            r.train["gflops"] = r.train["tokens_per_s_median"] * fpt / 1e9
+            r.train["mfu"] = r.train["gflops"] / peak
+    print(f"fp32 matmul peak at the end: {peaks[1]:.0f} GFLOP/s (using the best, {peak:.0f})")
+    load_after = os.getloadavg()
+    print()
+    print(table(results, peak, fpt, args.modes))
+    for r in results:
+        if r.note:
+            print(f"note {r.toolkit}: {r.note.lstrip('; ')}")
+    for mode in args.modes:
+        for r in results:
+            if r.status == "ok" and mode in r.decode:
+                print(f"{mode} length options {r.toolkit}: {r.decode[mode]['length_options']}")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} ({os.cpu_count()} CPUs)")
+
+    out = args.json or ROOT / "bench" / "results" / f"compare-{started:%Y-%m-%d-%H%M}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "date": started.isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "load_average_before": load_before,
+            "load_average_after": load_after,
+            "torch": torch.__version__,
+        },
+        "settings": {
+            "threads": args.threads, "warmup_updates": args.warmup, "timed_updates": args.updates,
+            "max_tokens": MAX_TOKENS, "model": f"{ENC_LAYERS}L-{DEC_LAYERS}L d={D_MODEL} heads={HEADS} ffn={FFN}",
+            "beam": BEAM, "fixed_len": FIXED_LEN, "decode_sentences": args.decode_sentences,
+            "train_pairs": n_train, "words": args.words, "seed": args.seed,
+        },  # fmt: skip
+        "flops": flops,
+        "matmul_peak_gflops": {"start": peaks[0], "end": peaks[1], "used": peak},
+        "toolkits": {r.toolkit: asdict(r) for r in results},
+    }
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    print(f"wrote {out}")
+    if args.work_dir is None:
+        shutil.rmtree(work_root, ignore_errors=True)
+    sys.exit(0 if all(r.status == "ok" for r in results) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Learning curves (Admin paper Figure 2 shape) and the stability map (Figure 10 at small scale)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: cluster nodes have no display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from pipeline_lib.evaluate.textio import write_bytes_atomic, write_text_atomic  # noqa: E402
+from pipeline_lib.report.inputs import (  # noqa: E402
+    Run,  # noqa: E402
+    TrainLog,
+    read_json,
+    read_train_log,
+)
+from pipeline_lib.report.tables import model_label  # noqa: E402
+
+
+def _save(fig: Any, path: str) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
+    """Train (left) and dev (right) perplexity per epoch, one line per experiment of the tables."""
+    logs: dict[str, TrainLog] = {}
+    labels: dict[str, str] = {}
+    for name, info in spec["experiments"].items():
+        log_path = Path(info["train_log"])
+        logs[name] = read_train_log(log_path) if log_path.is_file() else TrainLog()
+        status = read_json(info["status"])
+        labels[name] = model_label(Run(name, info, status, None))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
+    colors = {name: f"C{i % 10}" for i, name in enumerate(logs)}  # one colour per run in both panels
+    for ax, attr, title in ((axes[0], "train_ppl", "Training"), (axes[1], "valid_ppl", "Development")):
+        for name, log in logs.items():
+            series = getattr(log, attr)
+            if not series:
+                continue
+            epochs = sorted(series)
+            ax.plot(
+                epochs, [series[e] for e in epochs], marker="o", ms=3, color=colors[name], label=labels[name]
+            )
+            if log.diverged_epoch is not None:
+                ax.plot([epochs[-1]], [series[epochs[-1]]], marker="x", ms=9, color=colors[name])
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("perplexity")
+        ax.set_title(f"{title} perplexity")
+        ax.grid(alpha=0.3)
+    handles = [
+        Line2D([], [], color=colors[n], marker="o", ms=3, label=labels[n])
+        for n, log in logs.items()
+        if log.train_ppl or log.valid_ppl
+    ]
+    if handles:
+        axes[1].legend(handles=handles, fontsize="small")
+    fig.suptitle("Learning curves (x: diverged)")
+    fig.tight_layout()
+    _save(fig, path)
+    return logs
+
+
+def stability_grid(spec: dict[str, Any]) -> dict[tuple[str, str, float], dict[str, Any]]:
+    stab = spec.get("stability")
+    if not stab:
+        raise ValueError("the report spec has no stability map (config key stability_map)")
+    grid = {}
+    for name, run in stab["runs"].items():
+        status = read_json(run["status"])
+        grid[(run["method"], run["depth"], float(run["lr"]))] = {"name": name, **status}
+    return grid
+
+
+def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None = None) -> None:
+    """One heatmap per method: depth (rows) x learning rate (columns), converged vs diverged."""
+    stab = spec["stability"]
+    grid = stability_grid(spec)
+    methods, depths, lrs = stab["methods"], stab["depths"], [float(x) for x in stab["lrs"]]
+    names = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "admin": "Admin"}
+    fig, axes = plt.subplots(
+        1, len(methods), figsize=(3.2 * len(methods) + 1, 0.55 * len(depths) + 2), dpi=120
+    )
+    axes = axes if len(methods) > 1 else [axes]
+    cmap = ListedColormap(["#4caf50", "#e53935"])
+    for ax, method in zip(axes, methods, strict=True):
+        values = [
+            [1.0 if grid[(method, d, lr)]["status"] == "diverged" else 0.0 for lr in lrs] for d in depths
+        ]
+        ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+        for i in range(len(depths)):
+            for j in range(len(lrs)):
+                ax.text(
+                    j, i, "div" if values[i][j] else "ok", ha="center", va="center", fontsize=8, color="white"
+                )
+        ax.set_xticks(range(len(lrs)))
+        ax.set_xticklabels([f"{lr:g}" for lr in lrs], rotation=45)
+        ax.set_yticks(range(len(depths)))
+        ax.set_yticklabels([d.replace("-", "L-") + "L" for d in depths])
+        ax.set_xlabel("learning rate")
+        ax.set_title(names.get(method, method))
+    axes[0].set_ylabel("depth (encoder-decoder)")
+    fig.suptitle(f"Stability map: {stab['max_update']} updates per run (green converged, red diverged)")
+    fig.tight_layout()
+    _save(fig, plot_path)
+    if table_path:
+        lines = [
+            "# Stability map",
+            "",
+            f"Short runs of {stab['max_update']} updates; cell = converged / **diverged** "
+            "(trainer's status.json: non-finite loss, or loss above the divergence threshold).",
+            "",
+        ]
+        for method in methods:
+            lines += [f"## {names.get(method, method)}", ""]
+            lines.append("| depth | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |")
+            lines.append("| :--- | " + " | ".join(":---:" for _ in lrs) + " |")
+            for d in depths:
+                cells = []
+                for lr in lrs:
+                    st = grid[(method, d, lr)]
+                    cells.append("**diverged**" if st["status"] == "diverged" else st["status"])
+                lines.append(f"| {d.replace('-', 'L-')}L | " + " | ".join(cells) + " |")
+            lines.append("")
+        write_text_atomic(table_path, "\n".join(lines))

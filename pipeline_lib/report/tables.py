@@ -1,0 +1,279 @@
+"""``results/tables.md``: the papers' table shapes, every number read from the score files.
+
+* Table 1 (Very Deep Transformers, Table 1): #param, T (TER, lower is better), M (METEOR), BLEU
+  (tokenized, multi-bleu.perl convention), Δ BLEU against the baseline, plus sacreBLEU.
+* Table 2/4-style comparisons: architecture columns (layers, width, residual variant, init, BT) and
+  the configured metrics, Δ against the comparison's baseline.
+* Table 3: the pairwise paired-bootstrap matrix (+ / - / =).
+
+A run whose training diverged shows "diverged" instead of numbers. † marks a system whose sacreBLEU
+differs significantly from the table's baseline (paired bootstrap, p < alpha); the p-values and every
+metric's sacreBLEU-style signature are listed under each table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline_lib.report.inputs import Run, load_run, read_json
+
+RESIDUAL_NAMES = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "admin": "Admin", "dlcl": "DLCL"}
+METRIC_HEADERS = {
+    "tok_bleu": "BLEU↑",
+    "bleu": "sacreBLEU↑",
+    "ter": "TER↓",
+    "meteor": "METEOR↑",
+    "chrf": "chrF2↑",
+}
+LOWER_IS_BETTER = {"ter"}
+DAGGER = "†"
+
+
+def model_label(run: Run) -> str:
+    info = run.info
+    if info.get("label") and info["label"] != run.name:
+        return info["label"]
+    depth = f"{info['encoder_layers']}L-{info['decoder_layers']}L"
+    width = f"-{info['width']}" if info.get("width") and info["width"][0].isdigit() else ""
+    init = " Lipschitz" if info.get("init") == "lipschitz" else ""
+    bt = " + BT" if info.get("backtranslation") else ""
+    return f"{depth}{width} {RESIDUAL_NAMES.get(info['residual'], info['residual'])}{init}{bt}"
+
+
+def fmt(value: float | None, decimals: int = 1) -> str:
+    return "–" if value is None else f"{value:.{decimals}f}"
+
+
+def fmt_params(n: int | None) -> str:
+    if n is None:
+        return "–"
+    if n >= 1e9:
+        return f"{n / 1e9:.1f}B"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M" if n < 1e8 else f"{n / 1e6:.0f}M"
+    return f"{n / 1e3:.0f}K"
+
+
+def bleu_metric(runs: list[Run]) -> str:
+    """The paper's Table 1 BLEU is tokenized BLEU; fall back to sacreBLEU when it was not computed."""
+    if any(r.metric("tok_bleu") is not None for r in runs):
+        return "tok_bleu"
+    return "bleu"
+
+
+class Significance:
+    """vs-baseline results of one significance JSON (metric bleu), by system name."""
+
+    def __init__(self, path: str | None) -> None:
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.data: dict[str, Any] | None = None
+        if path is None:
+            return
+        self.data = read_json(path)
+        block = self.data.get("vs_baseline", {}).get("bleu")
+        if block:
+            for row in block["systems"]:
+                self.rows[row["name"]] = row
+
+    def mark(self, name: str) -> str:
+        row = self.rows.get(name)
+        return DAGGER if row is not None and row.get("significant") else ""
+
+    def note(self, runs: list[Run], baseline: str) -> str | None:
+        if self.data is None:
+            return None
+        alpha = self.data.get("alpha", 0.05)
+        parts = []
+        for run in runs:
+            row = self.rows.get(run.name)
+            if row is None or run.diverged:
+                continue
+            direction = "better" if row.get("better") else "worse"
+            sig = "significant" if row.get("significant") else "not significant"
+            parts.append(f"{model_label(run)}: p = {row['p_value']:.4f} ({direction}, {sig})")
+        if not parts:
+            return None
+        return (
+            f"{DAGGER} sacreBLEU significantly different from {baseline} (paired bootstrap, "
+            f"{self.data.get('n_samples')} resamples, seed {self.data.get('seed')}, p < {alpha}). "
+            + "; ".join(parts)
+            + "."
+        )
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _signatures(runs: list[Run], metrics: list[str]) -> list[str]:
+    lines = []
+    for metric in metrics:
+        sigs = sorted({s for r in runs if not r.diverged for s in [r.signature(metric)] if s})
+        for sig in sigs:
+            lines.append(f"- {METRIC_HEADERS.get(metric, metric)} `{sig}`")
+    return lines
+
+
+def _diverged_notes(runs: list[Run]) -> list[str]:
+    out = []
+    for r in runs:
+        if r.diverged:
+            st = r.status
+            out.append(
+                f"- {model_label(r)} (`{r.name}`): training diverged at update {st.get('update')}, "
+                f"epoch {st.get('epoch')}: {st.get('reason')}"
+            )
+    return out
+
+
+def _delta(run: Run, base: Run, metric: str) -> str:
+    if run is base:
+        return "–"
+    a, b = run.metric(metric), base.metric(metric)
+    if a is None or b is None:
+        return "–"
+    return f"{a - b:+.1f}"
+
+
+def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance) -> list[str]:
+    t1 = spec["tables"]["table1"]
+    base = runs[t1["baseline"]]
+    names = list(dict.fromkeys([t1["baseline"], *t1["rows"]]))
+    rows = [runs[n] for n in names]
+    bleu = bleu_metric(rows)
+    title = t1.get("title", "Table 1")
+    lines = [f"## {title}", ""]
+    header = [
+        "Model",
+        "#param",
+        "T↓",
+        "M↑",
+        "BLEU↑" if bleu == "tok_bleu" else "sacreBLEU↑",
+        "Δ",
+        "sacreBLEU↑",
+    ]
+    lines += [_row(header), _row([":---"] + ["---:"] * (len(header) - 1))]
+    for run in rows:
+        if run.diverged:
+            cells = [model_label(run), fmt_params(run.parameters), "", "", "diverged", "", "diverged"]
+        else:
+            cells = [
+                model_label(run),
+                fmt_params(run.parameters),
+                fmt(run.metric("ter")),
+                fmt(run.metric("meteor")),
+                fmt(run.metric(bleu)),
+                _delta(run, base, bleu),
+                fmt(run.metric("bleu")) + sig.mark(run.name),
+            ]
+        lines.append(_row(cells))
+    lines.append("")
+    lines.append(
+        f"T: TER, M: METEOR, BLEU: {'tokenized BLEU (multi-bleu.perl convention)' if bleu == 'tok_bleu' else 'sacreBLEU'}; "
+        f"Δ: BLEU difference against {model_label(base)}. Split: {spec['split']}."
+    )
+    note = sig.note(rows, model_label(base))
+    if note:
+        lines += ["", note]
+    lines += ["", *_diverged_notes(rows)] if any(r.diverged for r in rows) else []
+    lines += ["", "Signatures:", *_signatures(rows, ["tok_bleu", "bleu", "ter", "meteor"]), ""]
+    return lines
+
+
+def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significance) -> list[str]:
+    base_name = comp.get("baseline", comp["rows"][0])
+    names = list(dict.fromkeys([base_name, *comp["rows"]]))
+    rows = [runs[n] for n in names]
+    base = runs[base_name]
+    metrics = comp.get("metrics") or [m for m in ("tok_bleu", "bleu", "ter", "meteor", "chrf")]
+    metrics = [m for m in metrics if m != "tok_bleu" or any(r.metric("tok_bleu") is not None for r in rows)]
+    delta_metric = bleu_metric(rows)
+    lines = [f"## {comp.get('title', comp['name'])}", ""]
+    header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param"]
+    header += [METRIC_HEADERS[m] for m in metrics] + ["Δ"]
+    lines += [_row(header), _row([":---"] + ["---:"] * 2 + [":---:"] * 4 + ["---:"] * (len(header) - 7))]
+    for run in rows:
+        info = run.info
+        cells = [
+            model_label(run),
+            str(info["encoder_layers"]),
+            str(info["decoder_layers"]),
+            str(info.get("width", "")),
+            RESIDUAL_NAMES.get(info["residual"], info["residual"]),
+            info.get("init", "xavier"),
+            "yes" if info.get("backtranslation") else "no",
+            fmt_params(run.parameters),
+        ]
+        if run.diverged:
+            cells += ["diverged"] * len(metrics) + ["–"]
+        else:
+            for m in metrics:
+                cells.append(fmt(run.metric(m)) + (sig.mark(run.name) if m == "bleu" else ""))
+            cells.append(_delta(run, base, delta_metric))
+        lines.append(_row(cells))
+    lines.append("")
+    lines.append(f"Δ: {METRIC_HEADERS[delta_metric]} difference against {model_label(base)}.")
+    note = sig.note(rows, model_label(base))
+    if note:
+        lines += ["", note]
+    lines += ["", *_diverged_notes(rows)] if any(r.diverged for r in rows) else []
+    lines += ["", "Signatures:", *_signatures(rows, metrics), ""]
+    return lines
+
+
+def _letters(n: int) -> list[str]:
+    return [chr(ord("a") + i) if i < 26 else f"s{i}" for i in range(n)]
+
+
+def render_matrix(title: str, path: str, runs: dict[str, Run]) -> list[str]:
+    data = read_json(path)
+    lines = [f"## {title}", ""]
+    for metric, pw in data.get("pairwise", {}).items():
+        names = pw["systems"]
+        letters = _letters(len(names))
+        diverged = {i for i, n in enumerate(names) if n in runs and runs[n].diverged}
+        header = ["Model", METRIC_HEADERS.get(metric, metric).rstrip("↑↓"), *letters]
+        lines += [_row(header), _row([":---", ":---:", *[":---:"] * len(names)])]
+        for i, name in enumerate(names):
+            label = model_label(runs[name]) if name in runs else name
+            if i in diverged:
+                cells = ["diverged" if j != i else "" for j in range(len(names))]
+                score = "diverged"
+            else:
+                cells = [
+                    "" if j == i else ("·" if j in diverged else pw["matrix"][i][j])
+                    for j in range(len(names))
+                ]
+                score = f"{pw['scores'][i]:.1f}"
+            lines.append(_row([f"{letters[i]}:{label}", score, *cells]))
+        lines.append("")
+        lines.append(
+            f"Cell (i, j): row i significantly better (+), worse (-) or not different (=) than column j "
+            f"(paired bootstrap, {data.get('n_samples')} resamples, p < {pw['alpha']}); "
+            f"· = compared with a diverged run. `{pw['signature']}`"
+        )
+        lines.append("")
+    return lines
+
+
+def render(spec: dict[str, Any]) -> str:
+    runs = {name: load_run(name, info) for name, info in spec["experiments"].items()}
+    tables = spec["tables"]
+    sig_paths = spec.get("significance", {})
+    lines = [
+        "# Results",
+        "",
+        f"Generated by `python -m pipeline_lib report` from the score files of the workflow "
+        f"(split: {spec['split']}). Do not edit: rerun `snakemake results/tables.md`.",
+        "",
+    ]
+    if "table1" in tables:
+        lines += render_table1(spec, runs, Significance(sig_paths.get("table1")))
+    for comp in tables.get("comparisons", []):
+        lines += render_comparison(comp, runs, Significance(sig_paths.get(comp["name"])))
+    if "significance" in tables and "table3" in sig_paths:
+        lines += render_matrix(tables["significance"].get("title", "Table 3"), sig_paths["table3"], runs)
+    lines += ["## Sources", ""]
+    for name, info in spec["experiments"].items():
+        lines.append(f"- `{name}`: {model_label(runs[name])}: `{info['score']}`, `{info['status']}`")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,208 @@
+"""Search correctness on small random models: cache vs no cache, beam 1 vs greedy, a brute-force
+reference beam search, rescoring, n-best order, input order, length limits, seeded sampling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline_lib.decode.search import BOS, EOS, PAD, SearchConfig, beam_search, sample_search
+from pipeline_lib.decode.translator import collate_sources, plan_decode_batches, translate
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.transformer import build_model
+
+V = 40
+
+
+def _model(residual: str = "post_ln", seed: int = 0, **kw):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        src_vocab_size=V, tgt_vocab_size=V, encoder_layers=2, decoder_layers=2, d_model=32,
+        ffn_dim=64, heads=4, dropout=0.1, residual=residual, **kw,
+    )  # fmt: skip
+    return build_model(cfg).eval()
+
+
+def _sources(n: int = 7, seed: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(4, V, size=int(rng.integers(1, 12))).tolist() for _ in range(n)]
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    torch.set_num_threads(2)
+
+
+@pytest.mark.parametrize("residual", ["post_ln", "pre_ln", "admin", "dlcl"])
+def test_cached_equals_uncached(residual):
+    model = _model(residual)
+    src = collate_sources(_sources(), torch.device("cpu"))
+    for kw in ({"beam": 4, "nbest": 4}, {"beam": 1}):
+        cached = beam_search(model, src, SearchConfig(max_len_b=12, use_cache=True, **kw))
+        plain = beam_search(model, src, SearchConfig(max_len_b=12, use_cache=False, **kw))
+        for a, b in zip(cached, plain, strict=True):
+            assert [h.tokens for h in a] == [h.tokens for h in b]
+            for ha, hb in zip(a, b, strict=True):
+                assert ha.score == pytest.approx(hb.score, abs=1e-5)
+                np.testing.assert_allclose(ha.positional_scores, hb.positional_scores, atol=1e-5)
+    greedy_c = sample_search(model, src, SearchConfig(beam=1, max_len_b=12, use_cache=True))
+    greedy_p = sample_search(model, src, SearchConfig(beam=1, max_len_b=12, use_cache=False))
+    assert [g[0].tokens for g in greedy_c] == [g[0].tokens for g in greedy_p]
+
+
+def test_beam_one_equals_greedy():
+    model = _model()
+    src = collate_sources(_sources(9, seed=1), torch.device("cpu"))
+    for lenpen in (1.0, 0.6):
+        beam = beam_search(model, src, SearchConfig(beam=1, lenpen=lenpen, max_len_b=15))
+        greedy = sample_search(model, src, SearchConfig(beam=1, lenpen=lenpen, max_len_b=15))
+        assert [b[0].tokens for b in beam] == [g[0].tokens for g in greedy]
+        for b, g in zip(beam, greedy, strict=True):
+            assert b[0].score == pytest.approx(g[0].score, abs=1e-5)
+
+
+def _rescore(model, src: list[int], hyp: list[int]) -> list[float]:
+    """Teacher-forced log-probs of hyp + </s> from one full forward pass."""
+    s = torch.tensor([src + [EOS]])
+    prev = torch.tensor([[BOS] + hyp])
+    with torch.no_grad():
+        lp = F.log_softmax(model(s, prev)[0].float(), dim=-1)
+    return lp.gather(1, torch.tensor(hyp + [EOS]).unsqueeze(1)).squeeze(1).tolist()
+
+
+def _reference_beam(model, src: list[int], k: int, lenpen: float, max_len: int, min_len: int):
+    """fairseq's beam search written the slow, obvious way: one hypothesis at a time."""
+    enc = model.encode(torch.tensor([src + [EOS]]))
+    beams: list[tuple[list[int], float]] = [([], 0.0)]
+    finished: list[tuple[list[int], float]] = []
+    for step in range(max_len + 1):
+        cands = []
+        for bi, (toks, cum) in enumerate(beams):
+            with torch.no_grad():
+                lp = F.log_softmax(model.decode(torch.tensor([[BOS] + toks]), enc)[0, -1].float(), dim=-1)
+            lp[PAD] = lp[BOS] = -math.inf
+            if step < min_len:
+                lp[EOS] = -math.inf
+            if step == max_len:
+                keep = lp[EOS].item()
+                lp[:] = -math.inf
+                lp[EOS] = keep
+            cands += [(cum + lp[t].item(), bi, t) for t in range(V)]
+        cands.sort(key=lambda c: -c[0])
+        top = cands[: 2 * k]
+        for score, bi, t in top[:k]:
+            if t == EOS and score > -math.inf and len(finished) < k:
+                finished.append((beams[bi][0], score / (step + 1) ** lenpen))
+        if len(finished) >= k or step == max_len:
+            break
+        beams = [(beams[bi][0] + [t], s) for s, bi, t in top if t != EOS][:k]
+    return sorted(finished, key=lambda f: -f[1])
+
+
+@pytest.mark.parametrize(("k", "lenpen", "min_len"), [(3, 1.0, 1), (4, 0.6, 3), (2, 2.0, 0)])
+def test_batched_beam_matches_reference_beam(k, lenpen, min_len):
+    model = _model(seed=3)
+    sources = _sources(5, seed=2)
+    max_len = 6
+    hyps = beam_search(
+        model,
+        collate_sources(sources, torch.device("cpu")),
+        SearchConfig(beam=k, nbest=k, lenpen=lenpen, max_len_b=max_len, min_len=min_len),
+    )
+    for src, got in zip(sources, hyps, strict=True):
+        want = _reference_beam(model, src, k, lenpen, max_len, min_len)
+        assert [h.tokens for h in got] == [w[0] for w in want]
+        for h, (_, score) in zip(got, want, strict=True):
+            assert h.score == pytest.approx(score, abs=1e-4)
+
+
+def test_scores_match_teacher_forced_rescoring_and_nbest_is_sorted():
+    model = _model(seed=5)
+    sources = _sources(6, seed=4)
+    hyps = translate(model, sources, SearchConfig(beam=5, nbest=5, lenpen=0.8, max_len_b=10), progress=False)
+    for src, nbest in zip(sources, hyps, strict=True):
+        assert len(nbest) == 5
+        scores = [h.score for h in nbest]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in nbest}) == 5  # distinct hypotheses
+        for h in nbest:
+            rescored = _rescore(model, src, h.tokens)
+            np.testing.assert_allclose(h.positional_scores, rescored, atol=1e-4)
+            assert h.score == pytest.approx(sum(rescored) / (len(h.tokens) + 1) ** 0.8, abs=1e-4)
+
+
+def test_output_in_input_order_whatever_the_batching():
+    model = _model(seed=6)
+    sources = _sources(23, seed=5)
+    cfg = SearchConfig(beam=3, max_len_a=1.0, max_len_b=3)
+    one_by_one = [translate(model, [s], cfg, batch_size=1, progress=False)[0][0].tokens for s in sources]
+    for max_tokens, batch_size in ((30, None), (None, 4), (10_000, 100)):
+        batched = translate(model, sources, cfg, max_tokens=max_tokens, batch_size=batch_size, progress=False)
+        assert [h[0].tokens for h in batched] == one_by_one
+    # the plan really sorts: longest first, every index exactly once
+    lengths = [len(s) + 1 for s in sources]
+    plan = plan_decode_batches(lengths, 30, None)
+    flat = np.concatenate(plan)
+    assert sorted(flat.tolist()) == list(range(len(sources)))
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+    assert all(len(b) * max(lengths[i] for i in b) <= 30 for b in plan)
+
+
+def test_length_limits():
+    model = _model(seed=7)
+    sources = _sources(8, seed=6)
+    src = collate_sources(sources, torch.device("cpu"))
+    for search in (beam_search, sample_search):
+        beam = 3 if search is beam_search else 1
+        hyps = search(model, src, SearchConfig(beam=beam, max_len_a=0.5, max_len_b=2))
+        for s, h in zip(sources, hyps, strict=True):
+            assert 1 <= len(h[0].tokens) <= int(0.5 * (len(s) + 1) + 2)
+        fixed = search(model, src, SearchConfig(beam=beam, min_len=7, max_len_b=7))
+        assert all(len(h[0].tokens) == 7 for h in fixed)
+    no_unk = beam_search(model, src, SearchConfig(beam=4, nbest=4, max_len_b=8, no_unk=True))
+    assert all(3 not in h.tokens for nbest in no_unk for h in nbest)
+
+
+def test_sampling_is_seeded_and_varied():
+    model = _model(seed=8)
+    sources = _sources(5, seed=7)
+    for topk in (-1, 5):
+        cfg = SearchConfig(beam=1, nbest=4, sampling=True, sampling_topk=topk, temperature=1.5, max_len_b=10)
+        a = translate(model, sources, cfg, seed=11, progress=False)
+        b = translate(model, sources, cfg, seed=11, progress=False)
+        c = translate(model, sources, cfg, seed=12, progress=False)
+        toks = [[h.tokens for h in n] for n in a]
+        assert toks == [[h.tokens for h in n] for n in b]
+        assert toks != [[h.tokens for h in n] for n in c]
+        assert all(len(n) == 4 for n in a)
+        assert any(len({tuple(t) for t in n}) > 1 for n in toks)  # samples differ within a sentence
+        for n in a:
+            assert [h.score for h in n] == sorted((h.score for h in n), reverse=True)
+
+
+def test_topk_sampling_stays_in_topk():
+    model = _model(seed=9)
+    src = collate_sources([[5, 6, 7]], torch.device("cpu"))
+    cfg = SearchConfig(beam=1, nbest=32, sampling=True, sampling_topk=2, min_len=1, max_len_b=1)
+    gen = torch.Generator().manual_seed(0)
+    hyps = sample_search(model, src, cfg, gen)[0]
+    with torch.no_grad():
+        enc = model.encode(src)
+        lp = model.decode(torch.tensor([[BOS]]), enc)[0, -1]
+    lp[[PAD, BOS, EOS]] = -math.inf  # what step 0 allows with min_len=1
+    allowed = set(lp.topk(2).indices.tolist())
+    assert {h.tokens[0] for h in hyps} <= allowed
+
+
+def test_bad_search_flags():
+    with pytest.raises(ConfigError, match="--nbest"):
+        SearchConfig(beam=2, nbest=3)
+    with pytest.raises(ConfigError, match="--temperature"):
+        SearchConfig(temperature=0)
+    with pytest.raises(ConfigError, match="--sampling-topk"):
+        SearchConfig(sampling_topk=5)

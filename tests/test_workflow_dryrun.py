@@ -1,0 +1,171 @@
+"""The Snakemake workflow's DAG, config validation and lint, without running any stage.
+
+`snakemake -n` on the demo, the tiny CI and both paper-scale configs must build the full DAG; the
+expected number of jobs per rule is derived here from each config independently of common.smk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SNAKEMAKE = str(BIN / "snakemake")
+
+
+def run_snakemake(args: list[str], cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(cwd), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
+
+
+def job_stats(output: str) -> Counter:
+    """Parse the dry run's 'Job stats' table into {rule: count}."""
+    m = re.search(r"Job stats:\njob\s+count\n[-\s]+\n(.*?)\ntotal\s+(\d+)", output, re.S)
+    assert m, output[-3000:]
+    stats = Counter()
+    for line in m.group(1).splitlines():
+        rule, count = line.split()
+        stats[rule] = int(count)
+    assert sum(stats.values()) == int(m.group(2))
+    return stats
+
+
+def expected_counts(cfg: dict) -> Counter:
+    exps = cfg["experiments"]
+    datasets = cfg["datasets"]
+    stab = cfg.get("stability_map")
+    stab_runs = []
+    if stab:
+        stab_runs = [(m, lr, d) for m in stab["methods"] for lr in stab["lrs"] for d in stab["depths"]]
+    tables = cfg["tables"]
+    n_sig = 0
+    if "table1" in tables and [r for r in tables["table1"]["rows"] if r != tables["table1"]["baseline"]]:
+        n_sig += 1
+    for comp in tables.get("comparisons", []):
+        base = comp.get("baseline", comp["rows"][0])
+        n_sig += bool([r for r in comp["rows"] if r != base])
+    n_sig += "significance" in tables
+    used_bt = {e["backtranslation"] for e in exps.values() if e.get("backtranslation")}
+    real = [d for d in datasets.values()]
+    counts = Counter(
+        {
+            "prepare_demo": sum(d["source"] == "demo" for d in real),
+            "prepare_ding": sum(d["source"] == "ding" for d in real),
+            "download": sum(d["source"] == "download" for d in real),
+            "monolingual": sum("mono" in d and d["source"] != "local" for d in real),
+            "preprocess": len(real),
+            "learn_bpe": len(real),
+            "apply_bpe": len(real),
+            "binarize": len(real) + len(used_bt),
+            "translate_backtranslation": len(used_bt),
+            "bt_mix": len(used_bt),
+            "profile_admin": sum(e["residual"] == "admin" for e in exps.values())
+            + sum(m == "admin" for m, _, _ in stab_runs),
+            "train": sum(not e.get("backtranslation") for e in exps.values()) + len(stab_runs),
+            "train_backtranslation": sum(bool(e.get("backtranslation")) for e in exps.values()),
+            "average": len(exps),
+            "translate": len(exps),
+            "score": len(exps),
+            "significance": n_sig,
+            "analyze": 1,
+            "report_spec": 1,
+            "report": 1,
+            "learning_curves": 1,
+            "stability_map": int(bool(stab)),
+            "all": 1,
+        }
+    )
+    return +counts  # drop zeros
+
+
+CONFIGS = ["config.yaml", "config.wmt14_en_fr.yaml", "config.wmt14_en_de.yaml", "tests/data/config.tiny.yaml"]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_dry_run_builds_the_full_dag(config: str, tmp_path: Path):
+    cfg = yaml.safe_load((REPO / config).read_text())
+    for ds in cfg["datasets"].values():  # files a user provides must exist for the DAG
+        if ds["source"] == "local":
+            ds["path"] = str(REPO / ds["path"])
+        if "mono" in ds:
+            mono = tmp_path / ds["mono"]
+            mono.parent.mkdir(parents=True, exist_ok=True)
+            mono.write_text("une phrase\n")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = run_snakemake(["-n", "--configfile", "config.yaml"], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    stats = job_stats(proc.stdout)
+    assert stats == expected_counts(cfg)
+    # Training jobs carry the per-experiment job shape from the config.
+    if config == "config.wmt14_en_fr.yaml":
+        assert re.search(
+            r"rule train:.*?wildcards: exp=enfr_60L12L_default\n.*?resources: [^\n]*gpu=16, nodes=2, "
+            r"tasks_per_node=8, mpi=srun, [^\n]*runtime=10080",
+            proc.stdout,
+            re.S,
+        ), proc.stdout[:4000]
+
+
+def _write(tmp_path: Path, mutate) -> Path:
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    mutate(cfg)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key"),
+    [
+        (
+            lambda c: c["experiments"]["demo_6L6L_admin"].update(encoder_layer=6),
+            "experiments.demo_6L6L_admin.encoder_layer",
+        ),
+        (lambda c: c["recipes"]["demo"].update(lr=-1), "recipes.demo.lr"),
+        (lambda c: c["tables"]["table1"]["rows"].append("no_such_model"), "tables.table1.rows"),
+        (
+            lambda c: c["experiments"]["demo_6L6L_admin"].update(width="huge"),
+            "experiments.demo_6L6L_admin.width",
+        ),
+        (lambda c: c.update(stability_maps={}), "stability_maps"),
+    ],
+)
+def test_config_error_names_the_key(tmp_path: Path, mutate, key: str):
+    bad = _write(tmp_path, mutate)
+    proc = run_snakemake(["-n", "--configfile", str(bad)], tmp_path)
+    assert proc.returncode != 0
+    assert f"config key '{key}'" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
+
+
+def test_snakemake_lint_is_clean():
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        [SNAKEMAKE, "--lint"], cwd=REPO, capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
+
+
+def test_snakefmt_check():
+    snakefmt = shutil.which("snakefmt", path=str(BIN))
+    assert snakefmt is not None, "snakefmt is a dev dependency (pip install -e '.[dev]')"
+    proc = subprocess.run(
+        [snakefmt, "--check", "Snakefile", "workflow/rules"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,86 @@
+"""Tiny end-to-end run of the whole workflow (tests/data/config.tiny.yaml): 400 real demo pairs,
+1-2 layer d=32 models, 2 epochs; data -> BPE -> binarize -> Admin profiling -> training (one run
+diverges on purpose) -> averaging -> decoding -> back-translation -> scores -> significance ->
+analysis -> tables, learning curves and the stability map. A few minutes on 2 CPU cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.slow
+
+
+def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work),
+         "--profile", str(REPO / "profiles" / "local"), "--cores", "2", *args, "--configfile", "config.yaml"],
+        cwd=work, capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+
+
+def _table_rows(text: str, title: str) -> dict[str, list[str]]:
+    section = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith("| Model") and not line.startswith("| :"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_tiny_workflow_end_to_end(tmp_path: Path):
+    cfg = yaml.safe_load((REPO / "tests/data/config.tiny.yaml").read_text())
+    cfg["datasets"]["tiny"]["path"] = str(REPO / cfg["datasets"]["tiny"]["path"])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+    proc = _snakemake(tmp_path, "all")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    results = tmp_path / "results"
+    tables = (results / "tables.md").read_text()
+
+    # Table 1: every number is the score file's, rounded; the diverged run says so.
+    rows = _table_rows(tables, cfg["tables"]["table1"]["title"])
+    score = json.loads((results / "experiments/base_2L2L/test.score.json").read_text())["scores"]
+    base = rows["2L-2L-32D Post-LN"]
+    assert base[1] == f"{score['ter']['score']:.1f}"
+    assert base[2] == f"{score['meteor']['score']:.1f}"
+    assert base[3] == f"{score['tok_bleu']['score']:.1f}"
+    assert base[5].rstrip("†") == f"{score['bleu']['score']:.1f}"
+    admin = json.loads((results / "experiments/admin_2L2L/test.score.json").read_text())["scores"]
+    assert rows["2L-2L-32D Admin"][3] == f"{admin['tok_bleu']['score']:.1f}"
+    assert rows["2L-2L-32D Admin"][4] == f"{admin['tok_bleu']['score'] - score['tok_bleu']['score']:+.1f}"
+    assert "diverged" in rows["2L-2L Post-LN, lr 5"]
+    status = json.loads((tmp_path / "work/experiments/base_2L2L_hot/status.json").read_text())
+    assert status["status"] == "diverged"
+    placeholder = json.loads((results / "experiments/base_2L2L_hot/test.score.json").read_text())
+    assert placeholder["status"] == "diverged" and placeholder["scores"] == {}
+    # Signatures and the Table 3 matrix, the back-translation table.
+    assert score["bleu"]["signature"] in tables
+    assert re.search(r"\| a:2L-2L-32D Post-LN \| [\d.]+ \|  \| [+=-] \|", tables), tables
+    assert "2L-2L-32D Admin + BT" in tables
+    mix = json.loads((tmp_path / "work/data/bt-bt/bpe/meta.json").read_text())["backtranslation"]
+    assert mix["synthetic_pairs"] + mix["synthetic_dropped_empty"] == 120 and mix["tag"] == "<BT>"
+    # Admin profiles live in each experiment's folder.
+    assert (tmp_path / "work/experiments/admin_2L2L/admin_profile.json").is_file()
+    # Plots and the stability map.
+    for png in ("plots/learning_curves.png", "plots/stability_map.png", "analysis/word_accuracy.png"):
+        assert (results / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    stab = (results / "stability_map.md").read_text()
+    assert stab.count("| 2L-2L |") == 2
+
+    # Nothing left to do: a second run is a no-op.
+    again = _snakemake(tmp_path, "all", "-n")
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr, (again.stdout + again.stderr)[-2000:]

@@ -1,0 +1,103 @@
+"""Workflow helpers in pipeline_lib: diverged placeholders and the back-translation mix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline_lib.backtranslation import mix
+from pipeline_lib.errors import InputError
+from pipeline_lib.report import diverged
+from pipeline_lib.report.inputs import read_train_log
+
+
+def test_placeholders_only_for_diverged_runs(tmp_path: Path):
+    status = tmp_path / "status.json"
+    status.write_text(json.dumps({"status": "completed", "update": 10}))
+    assert not diverged.skip_diverged(status, tmp_path / "log", score=tmp_path / "s.json")
+    assert not (tmp_path / "s.json").exists()
+    status.write_text(json.dumps({"status": "diverged", "update": 3, "epoch": 1, "reason": "nan"}))
+    assert diverged.skip_diverged(
+        status, tmp_path / "log", checkpoint=tmp_path / "avg.pt", text=[tmp_path / "h.txt"], lines=4,
+        score=tmp_path / "s.json", system="x",
+    )  # fmt: skip
+    assert (tmp_path / "h.txt").read_text() == "\n" * 4
+    score = json.loads((tmp_path / "s.json").read_text())
+    assert score["status"] == "diverged" and score["scores"] == {} and score["schema"] == "deepnmt-score/1"
+    assert json.loads((tmp_path / "avg.pt").read_text())["status"] == "diverged"
+
+
+def test_bad_status_names_the_file(tmp_path: Path):
+    bad = tmp_path / "status.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match=r"status.json:1"):
+        diverged.is_diverged(bad)
+
+
+def _bpe_dir(root: Path) -> Path:
+    d = root / "bpe"
+    d.mkdir()
+    for split, n in (("train", 3), ("valid", 1), ("test", 1)):
+        (d / f"{split}.en").write_text("".join(f"e{split}{i}\n" for i in range(n)))
+        (d / f"{split}.fr").write_text("".join(f"f{split}{i}\n" for i in range(n)))
+    (d / "codes").write_text("#version: 0.2\n")
+    (d / "meta.json").write_text(json.dumps({"subword": "bpe", "model": "codes", "moses_tokenized": True}))
+    return d
+
+
+def _args(root: Path, **kw) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    mix.add_arguments(parser)
+    argv = ["--real-dir", str(root / "bpe"), "--synthetic-src", str(root / "syn"), "--mono-tgt", str(root / "mono"),
+            "--out-dir", str(root / "out"), "--src", "en", "--tgt", "fr"]  # fmt: skip
+    for k, v in kw.items():
+        argv += [f"--{k}"] + ([] if v is True else [str(v)])
+    return parser.parse_args(argv)
+
+
+def test_mix_upsamples_tags_and_drops_empty(tmp_path: Path):
+    _bpe_dir(tmp_path)
+    (tmp_path / "syn").write_text("s1 s@@ x\n\ns3\n")
+    (tmp_path / "mono").write_text("m1\nm2\nm3\n")
+    assert mix.run(_args(tmp_path, **{"upsample-real": 2})) == 0
+    out = tmp_path / "out"
+    src = (out / "train.en").read_text().splitlines()
+    tgt = (out / "train.fr").read_text().splitlines()
+    assert src == ["etrain0", "etrain1", "etrain2"] * 2 + ["<BT> s1 s@@ x", "<BT> s3"]
+    assert tgt == ["ftrain0", "ftrain1", "ftrain2"] * 2 + ["m1", "m3"]
+    assert (out / "test.fr").read_text() == "ftest0\n" and (out / "codes").is_file()
+    meta = json.loads((out / "meta.json").read_text())
+    assert (
+        meta["backtranslation"]["synthetic_pairs"] == 2
+        and meta["backtranslation"]["synthetic_dropped_empty"] == 1
+    )
+    assert meta["subword"] == "bpe"
+
+
+def test_mix_rejects_mismatched_lengths_without_writing(tmp_path: Path):
+    _bpe_dir(tmp_path)
+    (tmp_path / "syn").write_text("a\nb\n")
+    (tmp_path / "mono").write_text("m1\n")
+    with pytest.raises(InputError, match="syn:2: line-count mismatch"):
+        mix.run(_args(tmp_path, **{"no-tag": True}))
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_log_per_epoch_perplexity(tmp_path: Path):
+    log = tmp_path / "train_log.jsonl"
+    records = [
+        {"kind": "start", "update": 0, "parameters": 1234},
+        {"kind": "train", "epoch": 1, "update": 2, "nll_loss": 2.0, "tokens_per_update": 100},
+        {"kind": "train", "epoch": 1, "update": 3, "nll_loss": 5.0, "tokens_per_update": 100},
+        {"kind": "valid", "epoch": 1, "update": 3, "ppl": 9.5},
+        {"kind": "train", "epoch": 2, "update": 4, "nll_loss": 1.0, "tokens_per_update": 50},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"kind": "tra')  # a cut last line
+    out = read_train_log(log)
+    assert out.parameters == 1234
+    assert out.train_ppl[1] == pytest.approx(2 ** ((2.0 * 200 + 5.0 * 100) / 300))
+    assert out.train_ppl[2] == pytest.approx(2.0)
+    assert out.valid_ppl == {1: 9.5}

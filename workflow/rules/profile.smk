@@ -1,0 +1,24 @@
+# Admin profiling (one forward/backward pass on one device). The profile lives in the
+# experiment's own folder and travels inside every checkpoint, so decoding never needs it.
+
+
+rule profile_admin:
+    input:
+        lambda wc: bin_marker(wc.exp),
+    output:
+        f"{W}/experiments/{{exp}}/admin_profile.json",
+    log:
+        "logs/profile_admin/{exp}.log",
+    wildcard_constraints:
+        exp=regex([n for n, e in EXPERIMENTS.items() if e["residual"] == "admin"]),
+    conda:
+        CONDA_ENV
+    threads: config["threads"]["train"]
+    resources:
+        gpu=res_fn("profile_admin", "gpu", 1),
+        mem_mb=res_fn("profile_admin", "mem_mb", 4000),
+        runtime=res_fn("profile_admin", "runtime", 30),
+    params:
+        args=profile_flags,
+    shell:
+        "python -m pipeline_lib profile --output {output} {params.args} > {log} 2>&1"

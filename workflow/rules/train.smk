@@ -1,0 +1,39 @@
+# Training. `train` covers experiments on real data (including the reverse models of
+# back-translation); `train_backtranslation` the forward models trained on a real+synthetic mix.
+# The job shape (GPUs, nodes, launcher) comes from the config, per experiment. A diverged run
+# exits 0 with status.json saying so; downstream rules then write placeholders.
+
+
+rule train:
+    input:
+        unpack(train_inputs),
+    output:
+        f"{W}/experiments/{{exp}}/status.json",
+    log:
+        "logs/train/{exp}.log",
+    wildcard_constraints:
+        exp=regex(plain_names()),
+    conda:
+        CONDA_ENV
+    threads: config["threads"]["train"]
+    resources:
+        gpu=res_fn("train", "gpu", 1),
+        nodes=res_fn("train", "nodes"),
+        tasks_per_node=res_fn("train", "tasks_per_node"),
+        mpi=res_fn("train", "mpi"),
+        mem_mb=res_fn("train", "mem_mb", 8000),
+        runtime=res_fn("train", "runtime", 1440),
+    params:
+        launch=train_launcher,
+        args=train_flags,
+    shell:
+        "{params.launch} train {params.args} > {log} 2>&1"
+
+
+use rule train as train_backtranslation with:
+    log:
+        "logs/train_backtranslation/{exp}.log",
+    wildcard_constraints:
+        exp=regex(bt_names()),
+    conda:
+        CONDA_ENV
