@@ -33,6 +33,7 @@ load makes single runs noisy (up to ~30%): compare toolkits within one run only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
@@ -101,7 +102,9 @@ def make_corpus(out: Path, n_train: int, n_valid: int, n_test: int, words: int, 
             "src_lengths": [len(s.split()) for s in src_lines],
             "tgt_lengths": [len(t.split()) for t in tgt_lines],
         }
-    types = {w for split in ("train",) for f in ("src", "tgt") for w in (out / f"{split}.{f}").read_text().split()}
+    types = {
+        w for split in ("train",) for f in ("src", "tgt") for w in (out / f"{split}.{f}").read_text().split()
+    }
     stats["joint_types"] = len(types)
     return stats
 
@@ -214,10 +217,8 @@ def run_cmd(python: Path, toolkit: str, cmd: Command, threads: int, log_path: Pa
             rss = 0
             try:
                 for p in [root, *root.children(recursive=True)]:
-                    try:
+                    with contextlib.suppress(psutil.Error):
                         rss += p.memory_info().rss
-                    except psutil.Error:
-                        pass
             except psutil.Error:
                 pass
             peak = max(peak, rss / 2**20)
@@ -228,7 +229,9 @@ def run_cmd(python: Path, toolkit: str, cmd: Command, threads: int, log_path: Pa
                 break
             time.sleep(0.05)
         wall = time.perf_counter() - start
-    return Proc(proc.returncode, wall, peak, log_path.read_text(encoding="utf-8", errors="replace"), str(log_path))
+    return Proc(
+        proc.returncode, wall, peak, log_path.read_text(encoding="utf-8", errors="replace"), str(log_path)
+    )
 
 
 class StepFailed(RuntimeError):
@@ -250,7 +253,7 @@ def train_metrics(record: Path, warmup: int) -> dict:
     durations = [steps[i][0] - steps[i - 1][0] for i in range(1, len(steps))]
     tokens = [steps[i][1] for i in range(1, len(steps))]
     # update i (1-based) lasts from step i-1 to step i; updates 1..warmup are not timed
-    timed = [(t, d) for i, (t, d) in enumerate(zip(tokens, durations), start=2) if i > warmup]
+    timed = [(t, d) for i, (t, d) in enumerate(zip(tokens, durations, strict=False), start=2) if i > warmup]
     if not timed:
         raise StepFailed(f"{record}: only {len(steps)} optimizer steps recorded, none after the warm-up")
     rates = [t / d for t, d in timed]
@@ -280,13 +283,13 @@ def own_log_rate(tk: Toolkit, s: Setup, log: str, warmup: int) -> float | None:
     elif tk.name == "fairseq":
         for line in log.splitlines():
             brace = line.find("{")
-            if brace < 0 or '"wps"' not in line:
+            if brace < 0 or "train_inner" not in line[:brace]:  # per-update records, not the epoch summary
                 continue
             try:
                 r = json.loads(line[brace:])
             except json.JSONDecodeError:
                 continue
-            if "num_updates" in r and int(r["num_updates"]) > warmup and "train_wall" not in r:
+            if "num_updates" in r and "wps" in r and int(r["num_updates"]) > warmup:
                 rates.append(float(r["wps"]))
     return statistics.median(rates) if rates else None
 
@@ -294,7 +297,9 @@ def own_log_rate(tk: Toolkit, s: Setup, log: str, warmup: int) -> float | None:
 def decode_metrics(tk: Toolkit, s: Setup, proc: Proc, out: Path, n: int, mode: str) -> dict:
     hyps = tk.hypotheses(out, proc.log)
     if len(hyps) != n:
-        raise StepFailed(f"{tk.name} {mode} decoding: {len(hyps)} hypotheses for {n} sentences ({proc.log_path})")
+        raise StepFailed(
+            f"{tk.name} {mode} decoding: {len(hyps)} hypotheses for {n} sentences ({proc.log_path})"
+        )
     lengths = [len(h.split()) for h in hyps]
     timing = tk.decode_timing(proc.log, n)
     if timing is None:
@@ -342,9 +347,15 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
     try:
         t0 = time.perf_counter()
         for i, cmd in enumerate(tk.preprocess(s)):
-            _check(run_cmd(py, tk.name, cmd, s.threads, logs / f"preprocess{i}.log", args.timeout), "preprocessing")
+            _check(
+                run_cmd(py, tk.name, cmd, s.threads, logs / f"preprocess{i}.log", args.timeout),
+                "preprocessing",
+            )
         res.preprocess_wall_s = time.perf_counter() - t0
-        print(f"[{tk.name}] preprocessed in {res.preprocess_wall_s:.1f}s; training {s.updates} updates", flush=True)
+        print(
+            f"[{tk.name}] preprocessed in {res.preprocess_wall_s:.1f}s; training {s.updates} updates",
+            flush=True,
+        )
 
         record = s.work / "steps.json"
         proc = run_cmd(py, tk.name, tk.train(s), s.threads, logs / "train.log", args.timeout, record=record)
@@ -361,7 +372,9 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
         )
         for mode in args.modes:
             out = s.work / f"decode-{mode}.txt"
-            proc = run_cmd(py, tk.name, tk.decode(s, mode, out), s.threads, logs / f"decode-{mode}.log", args.timeout)
+            proc = run_cmd(
+                py, tk.name, tk.decode(s, mode, out), s.threads, logs / f"decode-{mode}.log", args.timeout
+            )
             _check(proc, f"{mode} decoding")
             res.decode[mode] = decode_metrics(tk, s, proc, out, n_test, mode)
             d = res.decode[mode]
@@ -396,7 +409,7 @@ def table(results: list[Result], peak: float, flops: float, modes: list[str]) ->
         for key in path:
             if cur is None:
                 return None
-            cur = (cur.train if key == "train" else cur.decode if key == "decode" else cur.get(key))  # type: ignore[union-attr]
+            cur = cur.train if key == "train" else cur.decode if key == "decode" else cur.get(key)  # type: ignore[union-attr]
         return cur if isinstance(cur, (int, float)) else None
 
     cols = [
@@ -428,13 +441,15 @@ def table(results: list[Result], peak: float, flops: float, modes: list[str]) ->
                 b = None
             row.append(_cell(v, b, fmt))
         rows.append(row)
-    widths = [max([len(header[i])] + [len(row[i]) for row in rows if len(row) > i]) for i in range(len(header))]
+    widths = [
+        max([len(header[i])] + [len(row[i]) for row in rows if len(row) > i]) for i in range(len(header))
+    ]
     lines = [
-        " | ".join(h.ljust(w) for h, w in zip(header, widths)),
+        " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)),
         "-+-".join("-" * w for w in widths),
     ]
     for row in rows:
-        lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+        lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)))
     lines.append(
         f"ratios (x) are against fairseq; MFU against the fp32 matmul peak {peak:.0f} GFLOP/s measured in this "
         f"run; {flops / 1e6:.1f} MFLOP per target token (training)"
@@ -446,8 +461,10 @@ def table(results: list[Result], peak: float, flops: float, modes: list[str]) ->
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--toolkits", nargs="+", choices=ORDER, default=list(ORDER))
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--toolkits", nargs="+", choices=ORDER, default=list(ORDER), help="run in this order")
     p.add_argument("--quick", action="store_true", help="3 warm-up + 10 timed updates, 200 decoded sentences")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--updates", type=int, default=None, help="timed updates (default 40; quick 10)")
@@ -485,7 +502,9 @@ def main() -> None:
     raw = work_root / "raw"
     corpus = make_corpus(raw, n_train, 200, args.decode_sentences, args.words, args.seed)
     vocab = corpus["joint_types"] + 4  # + <pad> <s> </s> <unk>
-    flops = train_flops_per_target_token(corpus["train"]["src_lengths"], corpus["train"]["tgt_lengths"], vocab)
+    flops = train_flops_per_target_token(
+        corpus["train"]["src_lengths"], corpus["train"]["tgt_lengths"], vocab
+    )
     fpt = flops["flops_per_target_token"]
     print(
         f"corpus: {n_train} train pairs, {corpus['joint_types']} joint word types, mean length "
@@ -502,7 +521,7 @@ def main() -> None:
         max_src_len=max(corpus["test"]["src_lengths"]),
     )  # fmt: skip
     results = []
-    for name in [t for t in ORDER if t in args.toolkits]:
+    for name in dict.fromkeys(args.toolkits):  # in the order given: alternate it to expose drift in the load
         tk = TOOLKITS[name]
         setup = Setup(work=work_root / name, **s_common)
         results.append(bench_toolkit(tk, setup, args, cache, args.decode_sentences))
@@ -538,10 +557,17 @@ def main() -> None:
             "torch": torch.__version__,
         },
         "settings": {
-            "threads": args.threads, "warmup_updates": args.warmup, "timed_updates": args.updates,
-            "max_tokens": MAX_TOKENS, "model": f"{ENC_LAYERS}L-{DEC_LAYERS}L d={D_MODEL} heads={HEADS} ffn={FFN}",
-            "beam": BEAM, "fixed_len": FIXED_LEN, "decode_sentences": args.decode_sentences,
-            "train_pairs": n_train, "words": args.words, "seed": args.seed,
+            "threads": args.threads,
+            "warmup_updates": args.warmup,
+            "timed_updates": args.updates,
+            "max_tokens": MAX_TOKENS,
+            "model": f"{ENC_LAYERS}L-{DEC_LAYERS}L d={D_MODEL} heads={HEADS} ffn={FFN}",
+            "beam": BEAM,
+            "fixed_len": FIXED_LEN,
+            "decode_sentences": args.decode_sentences,
+            "train_pairs": n_train,
+            "words": args.words,
+            "seed": args.seed,
         },  # fmt: skip
         "flops": flops,
         "matmul_peak_gflops": {"start": peaks[0], "end": peaks[1], "used": peak},

@@ -6,28 +6,21 @@ analysis -> tables, learning curves and the stability map. A few minutes on 2 CP
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).parent))
+from workflow_run import snakemake, write_config  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 
 def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work),
-         "--profile", str(REPO / "profiles" / "local"), "--cores", "2", *args, "--configfile", "config.yaml"],
-        cwd=work, capture_output=True, text=True, timeout=900, env=env,
-    )  # fmt: skip
+    return snakemake(work, *args)  # profiles/local, 2 cores
 
 
 def _table_rows(text: str, title: str) -> dict[str, list[str]]:
@@ -41,9 +34,7 @@ def _table_rows(text: str, title: str) -> dict[str, list[str]]:
 
 
 def test_tiny_workflow_end_to_end(tmp_path: Path):
-    cfg = yaml.safe_load((REPO / "tests/data/config.tiny.yaml").read_text())
-    cfg["datasets"]["tiny"]["path"] = str(REPO / cfg["datasets"]["tiny"]["path"])
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cfg = write_config(tmp_path)
 
     proc = _snakemake(tmp_path, "all")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]

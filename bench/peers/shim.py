@@ -24,6 +24,7 @@ even when the toolkit exits through SystemExit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import runpy
@@ -140,10 +141,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(opts.threads)
-    try:
+    with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
     rec = Recorder()
     if opts.record:
         from torch.optim.optimizer import register_optimizer_step_post_hook

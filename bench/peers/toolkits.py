@@ -219,7 +219,9 @@ model_dtype: fp32
     def decode_timing(self, log: str, sentences: int) -> DecodeTiming | None:
         avg_ms = _float(r"Average translation time \(ms\): ([\d.]+)", log)
         if avg_ms is not None and avg_ms > 0:
-            return DecodeTiming(avg_ms * sentences / 1000, "onmt_translate -report_time 'Average translation time'")
+            return DecodeTiming(
+                avg_ms * sentences / 1000, "onmt_translate -report_time 'Average translation time'"
+            )
         total = _float(r"Total translation time \(s\): ([\d.]+)", log)
         return None if total is None else DecodeTiming(total, "onmt_translate 'Total translation time'")
 
@@ -264,8 +266,12 @@ class Sockeye(Toolkit):
             "--length-penalty-alpha", "1.0", "--length-penalty-beta", "0.0",
         ]  # fmt: skip
         if mode == "fixed":
-            return Command("sockeye.translate", [*args, "--max-output-length", str(FIXED_LEN)], min_len=FIXED_LEN)
-        return Command("sockeye.translate", args + ["--max-output-length", str(int(1.2 * s.max_src_len + 10))])
+            return Command(
+                "sockeye.translate", [*args, "--max-output-length", str(FIXED_LEN)], min_len=FIXED_LEN
+            )
+        return Command(
+            "sockeye.translate", args + ["--max-output-length", str(int(1.2 * s.max_src_len + 10))]
+        )
 
     def decode_length_options(self, mode: str, s: Setup) -> str:
         if mode == "fixed":
@@ -273,7 +279,9 @@ class Sockeye(Toolkit):
                 f"--max-output-length {FIXED_LEN} + fairseq's --min-len {FIXED_LEN} rule patched in by "
                 "bench/peers/shim.py (Sockeye has no minimum length)"
             )
-        return f"--max-output-length {int(1.2 * s.max_src_len + 10)} (absolute cap: 1.2 * longest source + 10)"
+        return (
+            f"--max-output-length {int(1.2 * s.max_src_len + 10)} (absolute cap: 1.2 * longest source + 10)"
+        )
 
     def decode_timing(self, log: str, sentences: int) -> DecodeTiming | None:
         total = _float(r"Processed \d+ lines\. Total time: ([\d.]+)", log)
@@ -284,7 +292,17 @@ class DeepNMT(Toolkit):
     name, label = "deepnmt", "deepnmt (pipeline_lib)"
 
     def preprocess(self, s: Setup) -> list[Command]:
-        args = ["binarize", "--in-dir", str(s.raw), "--out-dir", str(s.work / "bin"), "--src", "src", "--tgt", "tgt"]
+        args = [
+            "binarize",
+            "--in-dir",
+            str(s.raw),
+            "--out-dir",
+            str(s.work / "bin"),
+            "--src",
+            "src",
+            "--tgt",
+            "tgt",
+        ]
         return [Command("pipeline_lib", args)]
 
     def train(self, s: Setup) -> Command:

@@ -29,7 +29,7 @@ import torch
 
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import InputError
-from pipeline_lib.model.config import DLCL_NORMS, INITS, PRESETS, RESIDUAL_VARIANTS, ModelConfig
+from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
 from pipeline_lib.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TrainConfig, parse_betas
 
 
@@ -44,20 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch per process")
     g.add_argument("--max-sentences", type=int, default=None, help="sentences per batch (default: no limit)")
 
-    m = p.add_argument_group("model")
-    m.add_argument("--arch", choices=sorted(PRESETS), default="base", help="d_model/ffn/heads preset")
-    m.add_argument("--encoder-layers", type=int, default=6)
-    m.add_argument("--decoder-layers", type=int, default=6)
-    m.add_argument("--d-model", type=int, default=None, help="override the preset's d_model")
-    m.add_argument("--ffn-dim", type=int, default=None, help="override the preset's FFN size")
-    m.add_argument("--heads", type=int, default=None, help="override the preset's attention heads")
-    m.add_argument("--residual", choices=RESIDUAL_VARIANTS, default="post_ln")
-    m.add_argument("--dlcl-norm", choices=DLCL_NORMS, default="pre")
-    m.add_argument("--init", choices=INITS, default="xavier")
-    m.add_argument("--dropout", type=float, default=0.1)
-    m.add_argument("--attention-dropout", type=float, default=0.0)
-    m.add_argument("--activation-dropout", type=float, default=0.0)
-    m.add_argument("--max-positions", type=int, default=1024)
+    add_model_arguments(p)
+    m = p.add_argument_group("admin")
     m.add_argument("--admin-profile", default=None, help="ω profile JSON (required with --residual admin)")
     m.add_argument(
         "--admin-closed-form", action="store_true", help="Admin ω from the closed form, no profile"
@@ -114,27 +102,6 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**fields)
 
 
-def model_config_from_args(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
-    overrides = {
-        "d_model": args.d_model, "ffn_dim": args.ffn_dim, "heads": args.heads,
-    }  # fmt: skip
-    return ModelConfig.from_preset(
-        args.arch,
-        src_vocab_size=vocab_size,
-        tgt_vocab_size=vocab_size,
-        encoder_layers=args.encoder_layers,
-        decoder_layers=args.decoder_layers,
-        residual=args.residual,
-        dlcl_norm=args.dlcl_norm,
-        init=args.init,
-        dropout=args.dropout,
-        attention_dropout=args.attention_dropout,
-        activation_dropout=args.activation_dropout,
-        max_positions=args.max_positions,
-        **{k: v for k, v in overrides.items() if v is not None},
-    )
-
-
 def read_vocab(bin_dir: str) -> tuple[int, str]:
     path = Path(bin_dir) / "vocab.txt"
     if not path.is_file():
@@ -156,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     cfg = train_config_from_args(args)
     vocab_size, vocab_sha = read_vocab(cfg.data)
-    model_cfg = model_config_from_args(args, vocab_size)
+    model_cfg = model_config_from_args(args, vocab_size, vocab_size)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     env = DistributedEnv.from_environ(os.environ, cfg.device)

@@ -250,6 +250,7 @@ class Trainer:
             betas=cfg.adam_betas,
             eps=cfg.adam_eps,
             weight_decay=cfg.weight_decay,
+            foreach=True,  # one multi-tensor kernel per op; torch defaults to a per-parameter loop on CPU
         )
         self.schedule = InverseSqrtSchedule(self.optimizer, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")

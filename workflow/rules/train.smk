@@ -26,8 +26,12 @@ rule train:
     params:
         launch=train_launcher,
         args=train_flags,
+    # `exec`: the trainer replaces the job's bash. SLURM signals (scancel --signal, --signal=TERM@s
+    # before the time limit, preemption) reach every process of the job step; bash would die of
+    # SIGTERM at once and let the step end (and the trainer be killed or orphaned) before the
+    # checkpoint is saved. With exec, Snakemake waits for the trainer's own exit 75 and retries.
     shell:
-        "{params.launch} train {params.args} > {log} 2>&1"
+        "exec {params.launch} train {params.args} > {log} 2>&1"
 
 
 use rule train as train_backtranslation with:
