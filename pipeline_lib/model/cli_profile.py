@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=4096, help="batch size of the profiling batch")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--label-smoothing", type=float, default=0.1)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu"
+    )
     parser.add_argument(
         "--closed-form", action="store_true", help="admin-torch's formula instead of a profiling pass"
     )
