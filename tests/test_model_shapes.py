@@ -121,3 +121,33 @@ def test_bad_config_names_the_key(overrides: dict, named: str) -> None:
 def test_unknown_key_is_named() -> None:
     with pytest.raises(ConfigError, match="encoder_layer"):
         ModelConfig.from_dict({"src_vocab_size": 4, "tgt_vocab_size": 4, "encoder_layer": 6})
+
+
+@pytest.mark.parametrize("residual,dlcl_norm", VARIANTS)
+def test_grouped_cache_matches_per_beam_copies_and_reorders(residual: str, dlcl_norm: str) -> None:
+    """Beams sharing one encoder row (group=3) decode exactly like explicit per-beam copies."""
+    torch.manual_seed(0)
+    model = build_model(tiny(residual, dlcl_norm)).eval()
+    src = torch.randint(4, 40, (2, 6))
+    src[1, 4:] = 0
+    group = 3
+    prev = torch.randint(4, 40, (2 * group, 5))
+    enc = model.encode(src)
+    copies = enc.reorder(torch.arange(2).repeat_interleave(group))
+    plain, grouped = model.new_cache(), model.new_cache(group)
+    # rows move within their sentence, then sentence 0 finishes and leaves the batch
+    shuffle = torch.tensor([2, 0, 1, 3, 3, 5])
+    for t in range(3):
+        a = model.decode(prev[:, : t + 1], copies, plain)
+        b = model.decode(prev[:, : t + 1], enc, grouped)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        plain.reorder(shuffle)
+        grouped.reorder(shuffle, cross=False)
+        prev = prev.index_select(0, shuffle)
+    keep = torch.tensor([3, 4, 5])
+    plain.reorder(keep)
+    grouped.reorder(keep)
+    copies, enc, prev = copies.reorder(keep), enc.reorder(grouped.group_order(keep)), prev[keep]
+    a = model.decode(prev[:, :4], copies, plain)
+    b = model.decode(prev[:, :4], enc, grouped)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=0)

@@ -90,15 +90,22 @@ class Hypothesis:
 class StepDecoder:
     """One decoder step's log-probabilities, with or without the incremental cache.
 
-    With the cache, beam reordering only touches the self-attention K/V: every beam of a sentence
-    shares the same encoder K/V, so cross-attention state is reordered only when finished
-    sentences leave the batch (``shrink``).
+    ``enc`` holds one row per sentence; decoder rows come in blocks of ``group`` (beams or samples
+    of one sentence). With the cache, the blocks share their sentence's encoder K/V (no per-beam
+    copies), beam reordering only touches the self-attention K/V, and the encoder state is reordered
+    only when finished sentences leave the batch (``shrink``).
     """
 
-    def __init__(self, model: TransformerModel, enc: EncoderOut, use_cache: bool, temperature: float) -> None:
+    def __init__(
+        self, model: TransformerModel, enc: EncoderOut, use_cache: bool, temperature: float, group: int
+    ) -> None:
         self.model = model
+        self.cache = model.new_cache(group) if use_cache else None
+        if self.cache is None and group > 1:
+            enc = enc.reorder(
+                torch.arange(enc.hidden.shape[0], device=enc.hidden.device).repeat_interleave(group)
+            )
         self.enc = enc
-        self.cache = model.new_cache() if use_cache else None
         self.temperature = temperature
 
     def log_probs(self, prefix: Tensor) -> Tensor:
@@ -115,12 +122,9 @@ class StepDecoder:
         if self.cache is None:
             self.enc = self.enc.reorder(order)
             return
-        for layer in self.cache.layers:
-            layer.self_attn.reorder(order)
-            if shrink:
-                layer.cross_attn.reorder(order)
+        self.cache.reorder(order, cross=shrink)
         if shrink:
-            self.enc = self.enc.reorder(order)
+            self.enc = self.enc.reorder(self.cache.group_order(order))
 
 
 def max_lengths(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) -> Tensor:
@@ -161,9 +165,7 @@ def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) 
     bsz, k = src_tokens.shape[0], cfg.beam
     max_lens = max_lengths(model, src_tokens, cfg)
     steps = int(max_lens.max()) + 1  # generated positions incl. </s>
-    enc = model.encode(src_tokens)
-    expand = torch.arange(bsz, device=device).repeat_interleave(k)
-    dec = StepDecoder(model, enc.reorder(expand), cfg.use_cache, cfg.temperature)
+    dec = StepDecoder(model, model.encode(src_tokens), cfg.use_cache, cfg.temperature, group=k)
 
     tokens = torch.full((bsz * k, steps + 1), PAD, dtype=torch.long, device=device)
     tokens[:, 0] = BOS
@@ -273,7 +275,8 @@ def sample_search(
     enc = model.encode(src_tokens)
     if per > 1:
         enc = enc.reorder(torch.arange(bsz, device=device).repeat_interleave(per))
-    dec = StepDecoder(model, enc, cfg.use_cache, cfg.temperature)
+    # Samples finish one by one, not in blocks, so each row keeps its own encoder copy (group 1).
+    dec = StepDecoder(model, enc, cfg.use_cache, cfg.temperature, group=1)
     rows_total = bsz * per
 
     tokens = torch.full((rows_total, steps + 1), PAD, dtype=torch.long, device=device)

@@ -6,29 +6,81 @@ True at padding positions.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+# Below this many query rows per (batch, head), plain matmul + softmax beats the CPU flash kernel
+# (incremental decoding attends with one query per step).
+SMALL_QUERY = 16
+
+
+def select_rows(tensor: Tensor, order: Tensor, out: Tensor | None = None) -> Tensor:
+    """tensor[order] along dim 0, on a 2-D view (several times faster than N-D on CPU); ``out``, when
+    it has the right shape, is reused instead of allocating (fresh multi-MB buffers page-fault)."""
+    rows = tensor.shape[0]
+    shape = (order.shape[0], *tensor.shape[1:])
+    reusable = out is not None and out.shape == shape and out.dtype == tensor.dtype and out is not tensor
+    if not reusable or (torch.is_grad_enabled() and tensor.requires_grad):
+        return tensor.reshape(rows, -1).index_select(0, order).view(shape)
+    torch.index_select(tensor.reshape(rows, -1), 0, order, out=out.view(order.shape[0], -1))
+    return out
+
 
 class KeyValueCache:
-    """Keys/values of one attention module across decoding steps, shaped (B, heads, T, head_dim)."""
+    """Keys/values of one attention module across decoding steps, shaped (B, heads, T, head_dim).
+
+    Steps are written into a preallocated buffer that grows by doubling, so appending a step does
+    not copy the whole history as torch.cat would.
+    """
 
     def __init__(self) -> None:
-        self.key: Tensor | None = None
-        self.value: Tensor | None = None
+        self._key: Tensor | None = None
+        self._value: Tensor | None = None
+        self._spare: tuple[Tensor | None, Tensor | None] = (None, None)  # reorder targets, reused
+        self.length = 0
+
+    @property
+    def key(self) -> Tensor | None:
+        return None if self._key is None else self._key[:, :, : self.length]
+
+    @property
+    def value(self) -> Tensor | None:
+        return None if self._value is None else self._value[:, :, : self.length]
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        if self.key is not None:
-            key = torch.cat([self.key, key], dim=2)
-            value = torch.cat([self.value, value], dim=2)
-        self.key, self.value = key, value
-        return key, value
+        new = key.shape[2]
+        if self._key is None or self.length + new > self._key.shape[2]:
+            capacity = max(32, 2 * (self.length + new))
+            self._key = self._grow(self._key, key, capacity)
+            self._value = self._grow(self._value, value, capacity)
+        self._key[:, :, self.length : self.length + new] = key
+        self._value[:, :, self.length : self.length + new] = value
+        self.length += new
+        return self.key, self.value
+
+    def _grow(self, old: Tensor | None, like: Tensor, capacity: int) -> Tensor:
+        batch, heads, _, dim = like.shape
+        buffer = like.new_empty(batch, heads, capacity, dim)
+        if old is not None and self.length:
+            buffer[:, :, : self.length] = old[:, :, : self.length]
+        return buffer
 
     def reorder(self, order: Tensor) -> None:
-        if self.key is not None:
-            self.key = self.key.index_select(0, order)
-            self.value = self.value.index_select(0, order)
+        if self._key is not None:
+            spare_key, spare_value = self._spare
+            self._spare = (self._key, self._value)
+            self._key = select_rows(self._key, order, spare_key)
+            self._value = select_rows(self._value, order, spare_value)
+
+
+def _small_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
 class MultiheadAttention(nn.Module):
@@ -62,7 +114,11 @@ class MultiheadAttention(nn.Module):
         key_padding_mask: Tensor | None = None,
         causal: bool = False,
         cache: KeyValueCache | None = None,
+        group: int = 1,
     ) -> Tensor:
+        """``group`` > 1 (cross-attention only): every `group` consecutive query rows share one row of
+        ``key_value`` (the beams of one sentence), so encoder keys/values are neither copied nor
+        recomputed per beam: the group is folded into the query length instead."""
         batch, time, d_model = query.shape
         if self.self_attention:
             q, k, v = self.qkv_proj(query).chunk(3, dim=-1)
@@ -78,6 +134,9 @@ class MultiheadAttention(nn.Module):
                 k, v = self._split_heads(k), self._split_heads(v)
                 if cache is not None:
                     cache.append(k, v)
+            if group > 1:  # (B*g, H, T, D) -> (B, H, g*T, D)
+                q = q.view(batch // group, group, self.heads, time, self.head_dim).transpose(1, 2)
+                q = q.reshape(batch // group, self.heads, group * time, self.head_dim)
 
         mask = None
         if key_padding_mask is not None:
@@ -91,7 +150,13 @@ class MultiheadAttention(nn.Module):
             else:
                 allowed = torch.ones(time, k.shape[2], dtype=torch.bool, device=query.device).tril(offset)
                 mask = allowed if mask is None else mask & allowed
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
-        )
+        if not self.training and not is_causal and q.shape[2] <= SMALL_QUERY:
+            out = _small_query_attention(q, k, v, mask)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
+            )
+        if group > 1:  # (B, H, g*T, D) -> (B*g, H, T, D)
+            out = out.view(batch // group, self.heads, group, time, self.head_dim).transpose(1, 2)
+            out = out.reshape(batch, self.heads, time, self.head_dim)
         return self.out_proj(out.transpose(1, 2).reshape(batch, time, d_model))

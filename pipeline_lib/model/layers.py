@@ -43,9 +43,10 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayerCache:
-    def __init__(self) -> None:
+    def __init__(self, group: int = 1) -> None:
         self.self_attn = KeyValueCache()
         self.cross_attn = KeyValueCache()
+        self.group = group  # decoder rows per encoder row (beam size)
 
 
 class DecoderLayer(nn.Module):
@@ -75,11 +76,16 @@ class DecoderLayer(nn.Module):
     ) -> Tensor:
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
+        group = cache.group if cache is not None else 1
         x = self.self_attn_residual(x, lambda h: self.self_attn(h, causal=True, cache=self_cache))
         x = self.cross_attn_residual(
             x,
             lambda h: self.cross_attn(
-                h, key_value=encoder_out, key_padding_mask=encoder_padding_mask, cache=cross_cache
+                h,
+                key_value=encoder_out,
+                key_padding_mask=encoder_padding_mask,
+                cache=cross_cache,
+                group=group,
             ),
         )
         return self.ffn_residual(x, self.ffn)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from pipeline_lib.model.attention import select_rows
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.init import initialize
 from pipeline_lib.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
@@ -87,20 +88,35 @@ class EncoderOut:
     padding_mask: Tensor  # (B, S) bool, True at padding
 
     def reorder(self, order: Tensor) -> EncoderOut:
-        return EncoderOut(self.hidden.index_select(0, order), self.padding_mask.index_select(0, order))
+        return EncoderOut(select_rows(self.hidden, order), self.padding_mask.index_select(0, order))
 
 
 class DecoderCache:
-    """Incremental decoding state: per-layer self-attention K/V and cached encoder K/V."""
+    """Incremental decoding state: per-layer self-attention K/V and cached encoder K/V.
 
-    def __init__(self, num_layers: int) -> None:
-        self.layers = [DecoderLayerCache() for _ in range(num_layers)]
+    With ``group`` = g > 1, decoder rows come in blocks of g (the beams of one sentence) that share
+    one encoder row: ``decode`` then takes the encoder output *without* per-beam copies.
+    """
+
+    def __init__(self, num_layers: int, group: int = 1) -> None:
+        self.layers = [DecoderLayerCache(group) for _ in range(num_layers)]
+        self.group = group
         self.step = 0
 
-    def reorder(self, order: Tensor) -> None:
+    def group_order(self, order: Tensor) -> Tensor:
+        """Encoder-row order for a decoder-row ``order`` that keeps each block within one sentence."""
+        if self.group == 1:
+            return order
+        return order.view(-1, self.group)[:, 0].div(self.group, rounding_mode="floor")
+
+    def reorder(self, order: Tensor, cross: bool = True) -> None:
+        """Reorder decoder rows; ``cross=False`` skips the encoder K/V (unchanged within a sentence)."""
         for layer in self.layers:
             layer.self_attn.reorder(order)
-            layer.cross_attn.reorder(order)
+        if cross:
+            encoder_order = self.group_order(order)
+            for layer in self.layers:
+                layer.cross_attn.reorder(encoder_order)
 
 
 class TransformerModel(nn.Module):
@@ -154,8 +170,8 @@ class TransformerModel(nn.Module):
     def forward(self, src_tokens: Tensor, prev_tokens: Tensor) -> Tensor:
         return self.decode(prev_tokens, self.encode(src_tokens))
 
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache(self.config.decoder_layers)
+    def new_cache(self, group: int = 1) -> DecoderCache:
+        return DecoderCache(self.config.decoder_layers, group)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
