@@ -32,7 +32,12 @@ TRAINING_SHAPES: dict[str, dict[str, Any]] = {
     "2x8gpu": {"gpu": 16, "nodes": 2, "tasks_per_node": 8, "mpi": "srun", "runtime": 10080, "mem_mb": 256000},
 }
 # What profiles/slurm sets for the train rule (cluster facts).
-PROFILE_TRAIN_RESOURCES: dict[str, Any] = {"slurm_partition": "gpu", "gpu_model": "a100", "cpus_per_gpu": 8}
+PROFILE_TRAIN_RESOURCES: dict[str, Any] = {
+    "slurm_partition": "gpu",
+    "gpu_model": "a100",
+    "cpus_per_gpu": 8,
+    "slurm_extra": "--signal=TERM@300",
+}
 
 
 def _positive_int(resources: Mapping[str, Any], key: str, default: int) -> int:

@@ -28,13 +28,13 @@ from pipeline_lib.slurm_launch import PROFILE_TRAIN_RESOURCES, TRAINING_SHAPES, 
 EXPECTED = {
     "1gpu": "sbatch --parsable --job-name '<run_uuid>' --output '<slurm_logdir>/rule_train/exp_1gpu/%j.log' "
     "--export=ALL --comment rule_train_wildcards_exp_1gpu   -p gpu -t 2880 --mem 64000 --requeue "
-    "--cpus-per-gpu=8 -D '<workdir>' --gpus=a100:1",
+    "--cpus-per-gpu=8 --signal=TERM@300 -D '<workdir>' --gpus=a100:1",
     "8gpu": "sbatch --parsable --job-name '<run_uuid>' --output '<slurm_logdir>/rule_train/exp_8gpu/%j.log' "
     "--export=ALL --comment rule_train_wildcards_exp_8gpu   -p gpu -t 4320 --mem 256000 --requeue "
-    "--cpus-per-gpu=8 -D '<workdir>' --gpus=a100:8",
+    "--cpus-per-gpu=8 --signal=TERM@300 -D '<workdir>' --gpus=a100:8",
     "2x8gpu": "sbatch --parsable --job-name '<run_uuid>' --output '<slurm_logdir>/rule_train/exp_2x8gpu/%j.log' "
     "--export=ALL --comment rule_train_wildcards_exp_2x8gpu   -p gpu -t 10080 --mem 256000 --nodes=2 "
-    "--requeue --ntasks-per-node=8 --cpus-per-gpu=8 -D '<workdir>' --gpus=a100:16",
+    "--requeue --ntasks-per-node=8 --cpus-per-gpu=8 --signal=TERM@300 -D '<workdir>' --gpus=a100:16",
 }
 LAUNCHERS = {
     "1gpu": "python -m pipeline_lib",
