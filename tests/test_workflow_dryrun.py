@@ -90,7 +90,13 @@ def expected_counts(cfg: dict) -> Counter:
     return +counts  # drop zeros
 
 
-CONFIGS = ["config.yaml", "config.wmt14_en_fr.yaml", "config.wmt14_en_de.yaml", "tests/data/config.tiny.yaml"]
+CONFIGS = [
+    "config.yaml",
+    "config.demo_bt.yaml",
+    "config.wmt14_en_fr.yaml",
+    "config.wmt14_en_de.yaml",
+    "tests/data/config.tiny.yaml",
+]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -130,14 +136,14 @@ def _write(tmp_path: Path, mutate) -> Path:
     ("mutate", "key"),
     [
         (
-            lambda c: c["experiments"]["demo_6L6L_admin"].update(encoder_layer=6),
-            "experiments.demo_6L6L_admin.encoder_layer",
+            lambda c: c["experiments"]["demo_6L2L_admin"].update(encoder_layer=6),
+            "experiments.demo_6L2L_admin.encoder_layer",
         ),
         (lambda c: c["recipes"]["demo"].update(lr=-1), "recipes.demo.lr"),
         (lambda c: c["tables"]["table1"]["rows"].append("no_such_model"), "tables.table1.rows"),
         (
-            lambda c: c["experiments"]["demo_6L6L_admin"].update(width="huge"),
-            "experiments.demo_6L6L_admin.width",
+            lambda c: c["experiments"]["demo_6L2L_admin"].update(width="huge"),
+            "experiments.demo_6L2L_admin.width",
         ),
         (lambda c: c.update(stability_maps={}), "stability_maps"),
     ],

@@ -1,4 +1,5 @@
-# Checkpoint averaging (last N epoch checkpoints, fp32 sums). A diverged run gets a placeholder.
+# Checkpoint averaging (last N epoch checkpoints, or interval checkpoints with average_kind: update;
+# fp32 sums). A diverged run gets a placeholder.
 
 
 rule average:
@@ -17,10 +18,11 @@ rule average:
     params:
         save_dir=lambda wc: exp_dir(wc.exp),
         last=lambda wc: recipe(wc.exp).get("average_last", 5),
+        kind=lambda wc: recipe(wc.exp).get("average_kind", "epoch"),
     run:
         if DIV.skip_diverged(input.status, log[0], checkpoint=output[0]):
             return
         shell(
             "python -m pipeline_lib average --save-dir {params.save_dir}"
-            " --num-epoch-checkpoints {params.last} --output {output} > {log} 2>&1"
+            " --num-{params.kind}-checkpoints {params.last} --output {output} > {log} 2>&1"
         )

@@ -392,6 +392,8 @@ def train_flags(wildcards, threads):
         ("seed", exp.get("seed", 1)),
         ("log-interval", rec.get("log_interval")),
         ("keep-last-epochs", rec.get("keep_last_epochs")),
+        ("save-interval-updates", rec.get("save_interval_updates")),
+        ("keep-interval-updates", rec.get("keep_interval_updates")),
         ("divergence-window", rec.get("divergence_window")),
         ("divergence-threshold", rec.get("divergence_threshold")),
         ("admin-profile", f"{exp_dir(name)}/admin_profile.json" if admin else None),
