@@ -63,6 +63,7 @@ def train_curve(residual: str) -> list[float]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~1 min on an idle 2-core machine; generous when the CPU is shared
 def test_deep_post_ln_is_worse_than_admin_and_pre_ln() -> None:
     torch.set_num_threads(2)
     curves = {name: train_curve(name) for name in ("post_ln", "admin", "pre_ln")}
