@@ -11,17 +11,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# Profiles: re-point links left by an earlier checkout to this one (a real directory is never replaced).
 # torch first and alone: a pinned CPU/CUDA build already present is kept, and nothing else can drag in another.
 setup: $(BIN)/python
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet -e .
-	$(BIN)/python -m pipeline_lib.setup_profiles
+	$(BIN)/python -m pipeline_lib.setup_profiles --force
 
 setup-dev: setup
 	$(BIN)/pip install --quiet -e ".[dev]"
 
 profiles: $(BIN)/python
-	$(BIN)/python -m pipeline_lib.setup_profiles
+	$(BIN)/python -m pipeline_lib.setup_profiles --force
 
 demo: setup
 	. $(BIN)/activate && snakemake --profile local all
