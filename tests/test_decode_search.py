@@ -153,6 +153,24 @@ def test_output_in_input_order_whatever_the_batching():
     assert all(len(b) * max(lengths[i] for i in b) <= 30 for b in plan)
 
 
+def test_worker_threads_give_the_same_output_and_restore_the_thread_count():
+    model = _model(seed=10)
+    sources = _sources(21, seed=9)
+    searches = (
+        SearchConfig(beam=4, nbest=2, max_len_a=1.0, max_len_b=3),
+        SearchConfig(beam=1, nbest=3, sampling=True, sampling_topk=5, max_len_b=8),
+    )
+    for cfg in searches:
+        one = translate(model, sources, cfg, batch_size=4, seed=3, progress=False)
+        threads_before = torch.get_num_threads()
+        many = translate(model, sources, cfg, batch_size=4, seed=3, progress=False, workers=3)
+        assert torch.get_num_threads() == threads_before
+        assert [[h.tokens for h in n] for n in many] == [[h.tokens for h in n] for n in one]
+        assert [h.score for n in many for h in n] == pytest.approx([h.score for n in one for h in n])
+    with pytest.raises(ConfigError, match="--workers"):
+        translate(model, sources, searches[0], progress=False, workers=0)
+
+
 def test_length_limits():
     model = _model(seed=7)
     sources = _sources(8, seed=6)

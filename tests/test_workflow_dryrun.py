@@ -136,16 +136,24 @@ def _write(tmp_path: Path, mutate) -> Path:
     ("mutate", "key"),
     [
         (
-            lambda c: c["experiments"]["demo_6L2L_admin"].update(encoder_layer=6),
-            "experiments.demo_6L2L_admin.encoder_layer",
+            lambda c: c["experiments"]["demo_6L6L_admin"].update(encoder_layer=6),
+            "experiments.demo_6L6L_admin.encoder_layer",
         ),
         (lambda c: c["recipes"]["demo"].update(lr=-1), "recipes.demo.lr"),
         (lambda c: c["tables"]["table1"]["rows"].append("no_such_model"), "tables.table1.rows"),
         (
-            lambda c: c["experiments"]["demo_6L2L_admin"].update(width="huge"),
-            "experiments.demo_6L2L_admin.width",
+            lambda c: c["experiments"]["demo_6L6L_admin"].update(width="huge"),
+            "experiments.demo_6L6L_admin.width",
         ),
         (lambda c: c.update(stability_maps={}), "stability_maps"),
+        (
+            lambda c: c["recipes"]["demo"].update(keep_interval_updates=1, average_last=3),
+            "recipes.demo.keep_interval_updates",
+        ),
+        (
+            lambda c: c["recipes"]["demo"].update(divergence_threshold="unigramm"),
+            "recipes.demo.divergence_threshold",
+        ),
     ],
 )
 def test_config_error_names_the_key(tmp_path: Path, mutate, key: str):

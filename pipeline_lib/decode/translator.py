@@ -3,12 +3,20 @@
 Sentences are sorted by source length (longest first, so an out-of-memory batch shows up at the
 start) and batched by ``max_tokens`` (sentences x longest source, ``</s>`` included) and
 ``batch_size``; hypotheses come back in input order.
+
+On a CPU, ``workers`` > 1 decodes that many batches at once, each on one intra-op thread (the
+``inter_threads`` x ``intra_threads`` split of CTranslate2): the per-step matrices of beam search are
+small, so one thread per batch keeps every core busy where OpenMP threads inside one small matmul
+mostly wait. torch releases the GIL inside its kernels. Results never depend on the worker count:
+batches are fixed before decoding and sampling draws from a generator seeded per batch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -73,23 +81,55 @@ def translate(
     bf16: bool = False,
     seed: int = 1,
     progress: bool = True,
+    workers: int = 1,
 ) -> list[list[Hypothesis]]:
     """n-best lists for ``sources`` (id lists without </s>), in input order."""
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
     device = next(model.parameters()).device
+    if device.type != "cpu":
+        workers = 1  # one GPU stream: concurrency comes from the batch
     model.eval()
-    generator = torch.Generator(device=device).manual_seed(seed) if cfg.sampling else None
     results: list[list[Hypothesis]] = [[] for _ in sources]
     if not sources:
         return results
     batches = plan_decode_batches([len(s) + 1 for s in sources], max_tokens, batch_size)
-    autocast = (
-        torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    )
     bar = tqdm(total=len(sources), unit="sent", desc="translate", disable=not progress or None)
-    with bar, autocast:
-        for idx in batches:
-            src = collate_sources([sources[i] for i in idx], device)
-            for i, hyps in zip(idx.tolist(), generate(model, src, cfg, generator), strict=True):
+    lock = threading.Lock()
+
+    def run_batch(number: int, idx: np.ndarray) -> None:
+        # Per-batch generator: samples do not depend on which worker ran the batch, or when.
+        generator = torch.Generator(device=device).manual_seed(seed + number) if cfg.sampling else None
+        autocast = (
+            torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+            if bf16
+            else contextlib.nullcontext()
+        )
+        src = collate_sources([sources[i] for i in idx], device)
+        with autocast:
+            nbests = generate(model, src, cfg, generator)
+        with lock:
+            for i, hyps in zip(idx.tolist(), nbests, strict=True):
                 results[i] = hyps
             bar.update(len(idx))
+
+    with bar:
+        if workers == 1:
+            for number, idx in enumerate(batches):
+                run_batch(number, idx)
+        else:
+            with _single_intra_op_thread(), ThreadPoolExecutor(workers) as pool:
+                # list(): re-raise the first worker error here
+                list(pool.map(run_batch, range(len(batches)), batches))
     return results
+
+
+@contextlib.contextmanager
+def _single_intra_op_thread():
+    """torch's intra-op thread count is process-wide: 1 while workers run, restored afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -118,8 +118,9 @@ def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None =
         lines = [
             "# Stability map",
             "",
-            f"Short runs of {stab['max_update']} updates; cell = converged / **diverged** "
-            "(trainer's status.json: non-finite loss, or loss above the divergence threshold).",
+            f"Short runs of up to {stab['max_update']} updates; cell = completed / **diverged** at update U "
+            "(trainer's status.json: a non-finite loss, or a mean training nll over the recipe's divergence "
+            "window, after warm-up, above its threshold, e.g. the targets' unigram entropy).",
             "",
         ]
         for method in methods:
@@ -130,7 +131,8 @@ def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None =
                 cells = []
                 for lr in lrs:
                     st = grid[(method, d, lr)]
-                    cells.append("**diverged**" if st["status"] == "diverged" else st["status"])
+                    diverged = st["status"] == "diverged"
+                    cells.append(f"**diverged** at {st.get('update', '?')}" if diverged else st["status"])
                 lines.append(f"| {d.replace('-', 'L-')}L | " + " | ".join(cells) + " |")
             lines.append("")
         write_text_atomic(table_path, "\n".join(lines))

@@ -33,6 +33,15 @@ from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_a
 from pipeline_lib.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TrainConfig, parse_betas
 
 
+def _threshold(text: str) -> float | str:
+    if text == "unigram":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'unigram', got {text!r}") from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", required=True, help="binarized directory (python -m pipeline_lib binarize)")
@@ -68,10 +77,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--divergence-window", type=int, default=1000)
     o.add_argument(
         "--divergence-threshold",
-        type=float,
+        type=_threshold,
         default=None,
-        help="loss (bits/token) above which, for --divergence-window updates after warm-up, the run counts "
-        "as diverged (default log2(vocab): worse than a uniform guess)",
+        help="training nll (bits/token) above which, as a mean over the last --divergence-window updates after "
+        "warm-up, the run counts as diverged. Default log2(vocab): worse than a uniform guess; 'unigram': "
+        "no better than a unigram model of the training targets (a stalled run)",
     )
 
     r = p.add_argument_group("runtime")

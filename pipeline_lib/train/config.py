@@ -48,7 +48,9 @@ class TrainConfig:
     amp: str = "none"
     device: str = "cpu"
     divergence_window: int = 1000
-    divergence_threshold: float | None = None  # None = log2(vocab), i.e. worse than a uniform guess
+    # nll bits/token; None = log2(vocab) (worse than a uniform guess); "unigram" = the entropy of a
+    # unigram model of the training targets (the run has not learned to use any context)
+    divergence_threshold: float | str | None = None
     admin_profile: str | None = None
     admin_closed_form: bool = False
     num_threads: int = 0  # 0 = torch's default
@@ -87,8 +89,15 @@ class TrainConfig:
             raise ConfigError(
                 "set --max-epoch or --max-update (train.max_epoch / train.max_update): both are 0"
             )
-        if self.divergence_threshold is not None and not math.isfinite(self.divergence_threshold):
-            raise ConfigError("train.divergence_threshold (--divergence-threshold) must be finite")
+        threshold = self.divergence_threshold
+        if isinstance(threshold, str):
+            if threshold != "unigram":
+                raise ConfigError(
+                    f"train.divergence_threshold (--divergence-threshold) must be a number or 'unigram', "
+                    f"got {threshold!r}"
+                )
+        elif threshold is not None and not (math.isfinite(threshold) and threshold > 0):
+            raise ConfigError("train.divergence_threshold (--divergence-threshold) must be finite and > 0")
         if self.amp == "fp16" and self.device == "cpu":
             # torch supports it, but it is slow and pointless; bf16 is the CPU choice.
             raise ConfigError("train.amp=fp16 (--amp fp16) needs --device cuda; use --amp bf16 on CPU")

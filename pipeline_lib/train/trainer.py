@@ -13,6 +13,7 @@ Outcomes (``status.json`` in the save dir, written by rank 0):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -44,6 +45,7 @@ from pipeline_lib.train.data import SplitData
 from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.loss import label_smoothed_nll_loss, ppl
 from pipeline_lib.train.schedule import InverseSqrtSchedule
+from pipeline_lib.train.stall import UNIGRAM, unigram_entropy_bits
 
 log = logging.getLogger(__name__)
 
@@ -257,9 +259,11 @@ class Trainer:
         self.num_updates = 0
         self.epoch = 1
         self.batch_index = 0
-        self.above_threshold = 0  # consecutive updates with loss above the divergence threshold
+        # training nll (bits) of the last divergence_window updates after warm-up
+        self.recent_nll: collections.deque[float] = collections.deque(maxlen=cfg.divergence_window)
+        # bits/token; "unigram" is resolved once the training data is loaded (run())
         self.threshold = (
-            cfg.divergence_threshold if cfg.divergence_threshold is not None else math.log2(ctx.vocab_size)
+            math.log2(ctx.vocab_size) if cfg.divergence_threshold is None else cfg.divergence_threshold
         )
         self.ddp: nn.Module = self.model
 
@@ -313,7 +317,7 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "rng": rng_state(),
             "iterator": {"epoch": self.epoch, "batch_index": self.batch_index},
-            "trainer": {"above_threshold": self.above_threshold, "world_size": self.world},
+            "trainer": {"recent_nll": list(self.recent_nll), "world_size": self.world},
             "admin_profile": self.admin_profile.to_json() if self.admin_profile is not None else None,
             "status": "ok",
         }
@@ -397,7 +401,8 @@ class Trainer:
         self.schedule.load_state_dict(state["scheduler"])
         self.epoch = int(state["iterator"]["epoch"])
         self.batch_index = int(state["iterator"]["batch_index"])
-        self.above_threshold = int(state.get("trainer", {}).get("above_threshold", 0))
+        self.recent_nll.clear()
+        self.recent_nll.extend(float(x) for x in state.get("trainer", {}).get("recent_nll", []))
         set_rng_state(state["rng"])
 
     # ----------------------------------------------------------------------------- collectives
@@ -505,6 +510,13 @@ class Trainer:
             )
         self._barrier()  # nobody reads status.json after rank 0 rewrites it below
         train_data, valid_data = self._load_data()
+        if self.threshold == UNIGRAM:
+            self.threshold = unigram_entropy_bits(
+                train_data.corpus.tgt, self.model_cfg.tgt_vocab_size, train_data.eos
+            )
+            log.info(
+                "divergence threshold: the training targets' unigram entropy, %.3f bits/token", self.threshold
+            )
         self.log = JsonlLog(self.save_dir / LOG_FILE, self.is_main)
         found = self._find_resume_state()
         if found is not None:
@@ -576,7 +588,7 @@ class Trainer:
                     return self._preempt(bar)
                 loss_sum, nll_sum, gnorm, stepped = self.train_step(local, total_tokens)
                 self.batch_index += len(chunk)
-                reason = self._divergence(loss_sum / total_tokens / LN2, gnorm)
+                reason = self._divergence(loss_sum / total_tokens / LN2, nll_sum / total_tokens / LN2, gnorm)
                 if reason is not None:
                     return self._diverged(reason, bar)
                 if stepped:
@@ -611,7 +623,7 @@ class Trainer:
         self._barrier()
         return Outcome("completed", self.num_updates, self._epoch_reached())
 
-    def _divergence(self, loss_bits: float, gnorm: float) -> str | None:
+    def _divergence(self, loss_bits: float, nll_bits: float, gnorm: float) -> str | None:
         if self.cfg.amp == "fp16":
             if self.scaler.get_scale() < MIN_LOSS_SCALE:
                 return f"fp16 loss scale fell below {MIN_LOSS_SCALE} (gradients keep overflowing)"
@@ -621,15 +633,17 @@ class Trainer:
             return f"non-finite loss ({loss_bits})"
         if not math.isfinite(gnorm):
             return f"non-finite gradient norm ({gnorm})"
-        if self.num_updates >= self.cfg.warmup_updates and loss_bits > self.threshold:
-            self.above_threshold += 1
-            if self.above_threshold >= self.cfg.divergence_window:
+        # The nll, not the label-smoothed loss: the threshold is a cross-entropy of the data. The mean
+        # over the window, not every update: a stalled run hovers around the threshold, noisily.
+        if self.num_updates >= self.cfg.warmup_updates:
+            self.recent_nll.append(nll_bits)
+            window = self.recent_nll
+            if len(window) == window.maxlen and sum(window) / len(window) > self.threshold:
+                what = "the unigram entropy " if self.cfg.divergence_threshold == UNIGRAM else ""
                 return (
-                    f"loss above {self.threshold:.3f} bits/token for {self.above_threshold} consecutive updates "
-                    f"(last {loss_bits:.3f})"
+                    f"mean training nll {sum(window) / len(window):.3f} bits/token over the last {len(window)} "
+                    f"updates, above {what}{self.threshold:.3f}"
                 )
-        else:
-            self.above_threshold = 0
         return None
 
     def _diverged(self, reason: str, bar: Any) -> Outcome:

@@ -175,6 +175,15 @@ def _check_refs():
                 f"datasets.{bt['dataset']}.mono",
                 "back-translation needs monolingual target text",
             )
+    for name, rec in config["recipes"].items():
+        # Averaging update checkpoints needs that many of them kept on disk.
+        if rec.get("average_kind") == "update" and rec.get(
+            "keep_interval_updates", 0
+        ) < rec.get("average_last", 1):
+            config_error(
+                f"recipes.{name}.keep_interval_updates",
+                f"must be >= average_last ({rec.get('average_last', 1)}) with average_kind: update",
+            )
     if EVAL["decoding"] not in config["decoding"]:
         config_error("evaluation.decoding", f"unknown decoding {EVAL['decoding']!r}")
     tables = config["tables"]
