@@ -192,13 +192,7 @@ def installed(name: str, cache: Path) -> str | None:
 
 def run_cmd(python: Path, toolkit: str, cmd: Command, threads: int, log_path: Path, timeout: float,
             record: Path | None = None) -> Proc:  # fmt: skip
-    argv = [str(python), str(PEERS / "shim.py")]
-    if cmd.processes > 1:
-        if threads % cmd.processes:
-            raise ValueError(f"{threads} threads cannot be split between {cmd.processes} processes")
-        threads //= cmd.processes
-        argv[1:1] = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={cmd.processes}"]
-    argv += ["--toolkit", toolkit, "--threads", str(threads)]
+    argv = [str(python), str(PEERS / "shim.py"), "--toolkit", toolkit, "--threads", str(threads)]
     if record is not None:
         argv += ["--record", str(record)]
     if cmd.min_len:

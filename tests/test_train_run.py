@@ -118,6 +118,35 @@ def test_a_run_that_never_beats_a_unigram_model_stops_as_diverged(bin_dir: Path,
     assert json.loads((learning / "status.json").read_text())["status"] == "completed"
 
 
+def test_cpu_workers_give_the_sequential_update(bin_dir: Path, tmp_path: Path) -> None:
+    """--cpu-workers 2 runs the two micro-batches of each update in threads: same losses and weights
+    as --update-freq 2 run one after the other (up to float rounding), with dropout on."""
+    runs = {}
+    for workers in (1, 2):
+        save = tmp_path / f"w{workers}"
+        args = train_args(bin_dir, save, "--max-update", "6", "--update-freq", "2", "--dropout", "0.3")
+        assert main([*args, "--cpu-workers", str(workers)]) == 0
+        runs[workers] = (read_log(save), load_checkpoint(save / "checkpoint_last.pt")["model"])
+    (log1, model1), (log2, model2) = runs[1], runs[2]
+    assert [r["update"] for r in log1] == [r["update"] for r in log2] == list(range(1, 7))
+    assert [r["loss"] for r in log2] == pytest.approx([r["loss"] for r in log1], rel=1e-5)
+    for key, value in model1.items():
+        torch.testing.assert_close(model2[key], value, rtol=1e-4, atol=1e-6)
+    # Not a no-op: training moved the weights, and dropout made a difference to the loss.
+    no_dropout = tmp_path / "nodrop"
+    assert (
+        main(train_args(bin_dir, no_dropout, "--max-update", "6", "--update-freq", "2", "--dropout", "0"))
+        == 0
+    )
+    assert read_log(no_dropout)[0]["loss"] != pytest.approx(log1[0]["loss"], rel=1e-4)
+
+
+def test_cpu_workers_refuse_what_they_cannot_reproduce(bin_dir: Path, tmp_path: Path, capsys) -> None:
+    args = train_args(bin_dir, tmp_path / "x", "--max-update", "1", "--cpu-workers", "2")
+    assert main([*args, "--attention-dropout", "0.1"]) == 2
+    assert "--attention-dropout 0" in capsys.readouterr().err
+
+
 def test_crash_is_not_a_divergence(bin_dir: Path, tmp_path: Path) -> None:
     save = tmp_path / "crash"
     rc = main(train_args(bin_dir, save, "--max-epoch", "1", "--valid-subset", "nosuchsplit"))

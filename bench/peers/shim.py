@@ -144,9 +144,6 @@ def main() -> None:
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
     rec = Recorder()
-    # Under torchrun only rank 0 records: a rank's update already counts every rank's tokens.
-    if os.environ.get("RANK", "0") != "0":
-        opts.record = None
     if opts.record:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 

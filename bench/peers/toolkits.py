@@ -38,9 +38,6 @@ class Command:
     module: str  # run as ``python shim.py ... -- module args``
     args: list[str]
     min_len: int = 0  # shim --min-len (Sockeye only)
-    # >1: data-parallel ranks under torchrun, the threads split between them (the update's batch is
-    # the same: each rank gets max_tokens / processes)
-    processes: int = 1
 
 
 @dataclass(frozen=True)
@@ -309,10 +306,10 @@ class DeepNMT(Toolkit):
         return [Command("pipeline_lib", args)]
 
     def train(self, s: Setup) -> Command:
-        # One single-threaded data-parallel rank per thread (gloo): at d=256 the matmuls are too small
-        # for two OpenMP threads to share one well, two ranks each run theirs at full speed. The
-        # update is the same ~max_tokens target tokens (max_tokens / ranks per rank, gradients summed).
-        ranks = s.threads
+        # One micro-batch per thread (--cpu-workers, pipeline_lib/parallel.py): at d=256 the matmuls
+        # are too small for two OpenMP threads to share one well. The update is the same ~max_tokens
+        # target tokens: threads micro-batches of max_tokens / threads, gradients summed.
+        workers = s.threads
         args = [
             "train", "--data", str(s.work / "bin"), "--source-lang", "src", "--target-lang", "tgt",
             "--save-dir", str(s.work / "ckpt"), "--arch", "base", "--encoder-layers", "6", "--decoder-layers", "6",
@@ -320,11 +317,12 @@ class DeepNMT(Toolkit):
             "--dropout", "0.1", "--attention-dropout", "0", "--activation-dropout", "0",
             "--label-smoothing", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4",
             "--warmup-updates", "4000", "--warmup-init-lr", "1e-7", "--clip-norm", "0",
-            "--max-tokens", str(s.max_tokens // ranks), "--max-update", str(s.updates), "--device", "cpu",
-            "--amp", "none", "--num-threads", "1", "--seed", "1", "--log-interval", "1",
+            "--max-tokens", str(s.max_tokens // workers), "--update-freq", str(workers),
+            "--cpu-workers", str(workers), "--max-update", str(s.updates), "--device", "cpu",
+            "--amp", "none", "--num-threads", str(s.threads), "--seed", "1", "--log-interval", "1",
             "--progress", "none",
         ]  # fmt: skip
-        return Command("pipeline_lib", args, processes=ranks)
+        return Command("pipeline_lib", args)
 
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [

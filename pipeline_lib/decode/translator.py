@@ -25,6 +25,7 @@ from tqdm import tqdm
 from pipeline_lib.decode.search import EOS, PAD, Hypothesis, SearchConfig, generate
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.transformer import TransformerModel
+from pipeline_lib.parallel import single_intra_op_thread
 
 
 def plan_decode_batches(
@@ -118,18 +119,7 @@ def translate(
             for number, idx in enumerate(batches):
                 run_batch(number, idx)
         else:
-            with _single_intra_op_thread(), ThreadPoolExecutor(workers) as pool:
+            with single_intra_op_thread(), ThreadPoolExecutor(workers) as pool:
                 # list(): re-raise the first worker error here
                 list(pool.map(run_batch, range(len(batches)), batches))
     return results
-
-
-@contextlib.contextmanager
-def _single_intra_op_thread():
-    """torch's intra-op thread count is process-wide: 1 while workers run, restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)

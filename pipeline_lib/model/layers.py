@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from pipeline_lib.model.attention import KeyValueCache, MultiheadAttention
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.residual import ResidualVariant
 
 
@@ -15,7 +16,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
-        self.activation_dropout = nn.Dropout(activation_dropout)
+        self.activation_dropout = Dropout(activation_dropout)
 
     def input_projections(self) -> list[nn.Linear]:
         return [self.fc1]

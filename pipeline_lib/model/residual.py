@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from pipeline_lib.model.dropout import Dropout
+
 Branch = Callable[[Tensor], Tensor]
 
 
@@ -27,7 +29,7 @@ class SublayerConnection(nn.Module):
     def __init__(self, d_model: int, dropout: float) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.branch_output = nn.Identity()
 
     def branch(self, f: Branch, x: Tensor) -> Tensor:

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from pipeline_lib.model.attention import select_rows
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.init import initialize
 from pipeline_lib.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from pipeline_lib.model.residual import ResidualVariant, residual_variant
@@ -43,7 +44,7 @@ class TokenEmbedding(nn.Module):
         self.max_positions = config.max_positions
         self.register_buffer("positions", sinusoidal_positions(config.max_positions, config.d_model), False)
         self.register_buffer("input_gain", None)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def set_input_gain(self, gain: Tensor) -> None:
         self.input_gain = gain.detach().clone()

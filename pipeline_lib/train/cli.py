@@ -88,6 +88,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--device", choices=DEVICES, default="cuda" if torch.cuda.is_available() else "cpu")
     r.add_argument("--amp", choices=AMP_MODES, default="none")
     r.add_argument("--num-threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    r.add_argument(
+        "--cpu-workers",
+        type=int,
+        default=1,
+        help="CPU: run this many of an update's --update-freq micro-batches at once, one thread each "
+        "(same update, same result up to float rounding; e.g. --max-tokens 2048 --update-freq 2 "
+        "--cpu-workers 2 on 2 cores)",
+    )
     r.add_argument("--save-interval-updates", type=int, default=0, help="also save every N updates (0: off)")
     r.add_argument(
         "--keep-interval-updates", type=int, default=0, help="keep N checkpoint_{epoch}_{update}.pt"
@@ -102,7 +110,7 @@ TRAIN_FIELDS = (
     "lr", "warmup_updates", "warmup_init_lr", "clip_norm", "weight_decay", "label_smoothing", "max_tokens",
     "max_sentences", "update_freq", "max_epoch", "max_update", "seed", "save_interval_updates",
     "keep_interval_updates", "keep_last_epochs", "log_interval", "amp", "device", "divergence_window",
-    "divergence_threshold", "admin_profile", "admin_closed_form", "num_threads", "progress",
+    "divergence_threshold", "admin_profile", "admin_closed_form", "num_threads", "cpu_workers", "progress",
 )  # fmt: skip
 
 

@@ -54,6 +54,8 @@ class TrainConfig:
     admin_profile: str | None = None
     admin_closed_form: bool = False
     num_threads: int = 0  # 0 = torch's default
+    # CPU: run this many of an update's micro-batches at once, one thread each (pipeline_lib.parallel)
+    cpu_workers: int = 1
     progress: str = "auto"  # auto | tqdm | none
 
     def __post_init__(self) -> None:
@@ -76,7 +78,9 @@ class TrainConfig:
             raise ConfigError(
                 f"train.label_smoothing (--label-smoothing) must be in [0, 1), got {self.label_smoothing}"
             )
-        self._positive_int("max_tokens", "update_freq", "log_interval", "divergence_window")
+        self._positive_int("max_tokens", "update_freq", "log_interval", "divergence_window", "cpu_workers")
+        if self.cpu_workers > 1 and self.device != "cpu":
+            raise ConfigError("train.cpu_workers (--cpu-workers) > 1 is for --device cpu")
         self._non_negative_int("warmup_updates", "max_epoch", "max_update", "save_interval_updates")
         self._non_negative_int("keep_interval_updates", "num_threads", "seed")
         if self.max_sentences is not None:

@@ -25,6 +25,7 @@ import resource
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,12 @@ import torch
 import torch.distributed as torch_dist
 from torch import Tensor, nn
 
-from pipeline_lib.errors import CheckpointError
+from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_profile
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.dropout import dropout_generator
 from pipeline_lib.model.transformer import TransformerModel, build_model
+from pipeline_lib.parallel import single_intra_op_thread
 from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.checkpoint import LAST, copy_checkpoint, load_checkpoint, save_checkpoint
 from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
@@ -233,6 +236,13 @@ class Trainer:
         self.world = env.world_size if self.distributed else 1
         self.rank = env.rank if self.distributed else 0
         self.is_main = self.rank == 0
+        if cfg.cpu_workers > 1 and self.distributed:
+            raise ConfigError(
+                "--cpu-workers > 1 runs one process; it does not combine with torchrun/srun ranks"
+            )
+        if cfg.cpu_workers > 1 and model_cfg.attention_dropout > 0:
+            # attention dropout happens inside scaled_dot_product_attention, on the global generator
+            raise ConfigError("--cpu-workers > 1 needs --attention-dropout 0 (reproducible masks)")
 
         self.admin_profile = self._admin_profile()
         torch.manual_seed(cfg.seed)
@@ -429,19 +439,58 @@ class Trainer:
         self.ddp.train()
         # DDP averages gradients over ranks; fairseq's normalisation is per target token of the update.
         scale = self.world / total_tokens
+        if self.cfg.cpu_workers > 1:
+            return self._accumulate_in_threads(batches, scale)
         loss_acc = torch.zeros((), device=self.device)
         nll_acc = torch.zeros((), device=self.device)
         for i, batch in enumerate(batches):
             sync = not self.distributed or i == len(batches) - 1
-            with contextlib.nullcontext() if sync else self.ddp.no_sync():
-                with self._autocast():
-                    logits = self.ddp(batch.src_tokens, batch.prev_tokens)
-                loss, nll = label_smoothed_nll_loss(
-                    logits, batch.target, self.cfg.label_smoothing, self.ctx.pad
-                )
+            with (
+                contextlib.nullcontext() if sync else self.ddp.no_sync(),
+                dropout_generator(self._micro_batch_generator(i)),
+            ):
+                loss, nll = self._forward_loss(batch)
                 self.scaler.scale(loss * scale).backward()
             loss_acc += loss.detach()
-            nll_acc += nll
+            nll_acc += nll.detach()
+        return loss_acc, nll_acc
+
+    def _micro_batch_generator(self, index: int) -> torch.Generator | None:
+        """CPU: dropout masks from (seed, update, rank, micro-batch) alone, whichever thread runs it.
+        CUDA keeps the global generator and ATen's fused dropout kernel."""
+        if self.device.type != "cpu":
+            return None
+        seed = update_seed(self.cfg.seed, self.num_updates, (self.rank + 1) * 100_003 + index)
+        return torch.Generator().manual_seed(seed)
+
+    def _forward_loss(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        with self._autocast():
+            logits = self.ddp(batch.src_tokens, batch.prev_tokens)
+        return label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
+
+    def _accumulate_in_threads(self, batches: list[Batch], scale: float) -> tuple[Tensor, Tensor]:
+        """--cpu-workers: micro-batches side by side, one intra-op thread each; their gradients are
+        summed in micro-batch order, as sequential backward() calls would accumulate them."""
+
+        def micro_batch(i: int) -> tuple[Tensor, Tensor, tuple[Tensor | None, ...]]:
+            with dropout_generator(self._micro_batch_generator(i)):
+                loss, nll = self._forward_loss(batches[i])
+                grads = torch.autograd.grad(loss * scale, self.params, allow_unused=True)
+            return loss.detach(), nll.detach(), grads
+
+        loss_acc = torch.zeros((), device=self.device)
+        nll_acc = torch.zeros((), device=self.device)
+        with single_intra_op_thread(), ThreadPoolExecutor(self.cfg.cpu_workers) as pool:
+            for loss, nll, grads in pool.map(micro_batch, range(len(batches))):
+                for param, grad in zip(self.params, grads, strict=True):
+                    if grad is None:
+                        continue
+                    if param.grad is None:
+                        param.grad = grad
+                    else:
+                        param.grad += grad
+                loss_acc += loss
+                nll_acc += nll
         return loss_acc, nll_acc
 
     def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
