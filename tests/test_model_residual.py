@@ -48,33 +48,33 @@ def test_admin_scales_the_shortcut_by_omega() -> None:
 def test_dlcl_pre_norm_combines_normalised_history_with_avg_weights() -> None:
     combiner = DynamicLinearCombination(num_layers=2, d_model=4, norm="pre").eval()
     y0, y1, y2 = X, X * 2 + 1, X - 3
-    combiner.start(y0)
-    torch.testing.assert_close(combiner.next_input(), layer_norm(y0))
-    combiner.add(y1)
-    torch.testing.assert_close(combiner.next_input(), (layer_norm(y0) + layer_norm(y1)) / 2)
-    combiner.add(y2)
+    state = combiner.start(y0)
+    torch.testing.assert_close(combiner.next_input(state), layer_norm(y0))
+    combiner.add(state, y1)
+    torch.testing.assert_close(combiner.next_input(state), (layer_norm(y0) + layer_norm(y1)) / 2)
+    combiner.add(state, y2)
     expected = (layer_norm(y0) + layer_norm(y1) + layer_norm(y2)) / 3
-    torch.testing.assert_close(combiner.output(), expected)
+    torch.testing.assert_close(combiner.output(state), expected)
 
 
 def test_dlcl_post_norm_normalises_the_weighted_sum() -> None:
     combiner = DynamicLinearCombination(num_layers=2, d_model=4, norm="post").eval()
     combiner.weight.data[2] = torch.tensor([0.2, 0.3, 0.5])
     y0, y1, y2 = X, X * 2 + 1, X - 3
-    combiner.start(y0)
-    combiner.add(y1)
-    torch.testing.assert_close(combiner.next_input(), layer_norm((y0 + y1) / 2))
-    combiner.add(y2)
-    torch.testing.assert_close(combiner.output(), layer_norm(0.2 * y0 + 0.3 * y1 + 0.5 * y2))
+    state = combiner.start(y0)
+    combiner.add(state, y1)
+    torch.testing.assert_close(combiner.next_input(state), layer_norm((y0 + y1) / 2))
+    combiner.add(state, y2)
+    torch.testing.assert_close(combiner.output(state), layer_norm(0.2 * y0 + 0.3 * y1 + 0.5 * y2))
 
 
 def test_dlcl_weights_stay_lower_triangular_under_training() -> None:
     combiner = DynamicLinearCombination(num_layers=3, d_model=4, norm="pre")
-    combiner.start(X)
+    state = combiner.start(X)
     for k in range(3):
-        combiner.next_input()
-        combiner.add(X + k)
-    combiner.output().sum().backward()
+        combiner.next_input(state)
+        combiner.add(state, X + k)
+    combiner.output(state).sum().backward()
     grad = combiner.weight.grad
     assert torch.equal(grad.triu(1), torch.zeros_like(grad))  # no gradient reaches the unused upper part
     assert grad.tril().abs().sum() > 0

@@ -58,21 +58,23 @@ class AdminConnection(SublayerConnection):
 
 
 class LayerCombiner(nn.Module):
-    """Plain stacking: layer l+1 reads layer l's output."""
+    """Plain stacking: layer l+1 reads layer l's output.
 
-    def start(self, embedded: Tensor) -> None:
-        self._last = embedded
+    The per-forward state (the layer outputs so far) lives in a list owned by the caller, never on the
+    module: threads share one model (``--cpu-workers``, ``translate --workers``).
+    """
 
-    def next_input(self) -> Tensor:
-        return self._last
+    def start(self, embedded: Tensor) -> list[Tensor]:
+        return [embedded]
 
-    def add(self, layer_output: Tensor) -> None:
-        self._last = layer_output
+    def next_input(self, state: list[Tensor]) -> Tensor:
+        return state[-1]
 
-    def output(self) -> Tensor:
-        out = self._last
-        del self._last
-        return out
+    def add(self, state: list[Tensor], layer_output: Tensor) -> None:
+        state[-1] = layer_output
+
+    def output(self, state: list[Tensor]) -> Tensor:
+        return state[-1]
 
 
 class DynamicLinearCombination(LayerCombiner):
@@ -91,25 +93,24 @@ class DynamicLinearCombination(LayerCombiner):
         self.pre_norm = norm == "pre"
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(size))
 
-    def start(self, embedded: Tensor) -> None:
-        self._history: list[Tensor] = []
-        self.add(embedded)
+    def start(self, embedded: Tensor) -> list[Tensor]:
+        history: list[Tensor] = []
+        self.add(history, embedded)
+        return history
 
-    def add(self, layer_output: Tensor) -> None:
+    def add(self, state: list[Tensor], layer_output: Tensor) -> None:
         if self.pre_norm:
-            layer_output = self.norms[len(self._history)](layer_output)
-        self._history.append(layer_output)
+            layer_output = self.norms[len(state)](layer_output)
+        state.append(layer_output)
 
-    def next_input(self) -> Tensor:
-        row = len(self._history) - 1
+    def next_input(self, state: list[Tensor]) -> Tensor:
+        row = len(state) - 1
         weights = (self.weight * self.mask)[row, : row + 1]
-        combined = torch.einsum("k,k...->...", weights.to(self._history[0].dtype), torch.stack(self._history))
+        combined = torch.einsum("k,k...->...", weights.to(state[0].dtype), torch.stack(state))
         return combined if self.pre_norm else self.norms[row](combined)
 
-    def output(self) -> Tensor:
-        out = self.next_input()
-        del self._history
-        return out
+    def output(self, state: list[Tensor]) -> Tensor:
+        return self.next_input(state)
 
 
 @dataclass(frozen=True)

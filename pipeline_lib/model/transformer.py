@@ -75,11 +75,11 @@ class Stack(nn.Module):
         return [conn for layer in self.layers for conn, _ in layer.sublayers()]
 
     def run_layers(self, x: Tensor, *layer_args, caches=None) -> Tensor:
-        self.combiner.start(x)
+        state = self.combiner.start(x)
         for i, layer in enumerate(self.layers):
             extra = () if caches is None else (caches[i],)
-            self.combiner.add(layer(self.combiner.next_input(), *layer_args, *extra))
-        x = self.combiner.output()
+            self.combiner.add(state, layer(self.combiner.next_input(state), *layer_args, *extra))
+        x = self.combiner.output(state)
         return self.final_norm(x) if self.final_norm is not None else x
 
 
