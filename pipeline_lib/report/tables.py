@@ -75,11 +75,23 @@ class Significance:
             for row in block["systems"]:
                 self.rows[row["name"]] = row
 
+    def against(self, base: Run) -> Significance:
+        """No marks against a diverged baseline: its placeholder output is not a system."""
+        if not base.diverged:
+            return self
+        empty = Significance(None)
+        empty.diverged_baseline = model_label(base)
+        return empty
+
+    diverged_baseline: str | None = None
+
     def mark(self, name: str) -> str:
         row = self.rows.get(name)
         return DAGGER if row is not None and row.get("significant") else ""
 
     def note(self, runs: list[Run], baseline: str) -> str | None:
+        if self.diverged_baseline is not None:
+            return f"No significance marks: the baseline {self.diverged_baseline} diverged."
         if self.data is None:
             return None
         alpha = self.data.get("alpha", 0.05)
@@ -138,6 +150,7 @@ def _delta(run: Run, base: Run, metric: str) -> str:
 def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance) -> list[str]:
     t1 = spec["tables"]["table1"]
     base = runs[t1["baseline"]]
+    sig = sig.against(base)
     names = list(dict.fromkeys([t1["baseline"], *t1["rows"]]))
     rows = [runs[n] for n in names]
     bleu = bleu_metric(rows)
@@ -185,6 +198,7 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
     names = list(dict.fromkeys([base_name, *comp["rows"]]))
     rows = [runs[n] for n in names]
     base = runs[base_name]
+    sig = sig.against(base)
     metrics = comp.get("metrics") or [m for m in ("tok_bleu", "bleu", "ter", "meteor", "chrf")]
     metrics = [m for m in metrics if m != "tok_bleu" or any(r.metric("tok_bleu") is not None for r in rows)]
     delta_metric = bleu_metric(rows)
