@@ -67,6 +67,7 @@ class Significance:
     def __init__(self, path: str | None) -> None:
         self.rows: dict[str, dict[str, Any]] = {}
         self.data: dict[str, Any] | None = None
+        self.diverged_baseline: str | None = None  # label of a diverged baseline: no marks at all
         if path is None:
             return
         self.data = read_json(path)
@@ -82,8 +83,6 @@ class Significance:
         empty = Significance(None)
         empty.diverged_baseline = model_label(base)
         return empty
-
-    diverged_baseline: str | None = None
 
     def mark(self, name: str) -> str:
         row = self.rows.get(name)

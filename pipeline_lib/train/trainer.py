@@ -271,10 +271,7 @@ class Trainer:
         self.batch_index = 0
         # training nll (bits) of the last divergence_window updates after warm-up
         self.recent_nll: collections.deque[float] = collections.deque(maxlen=cfg.divergence_window)
-        # bits/token; "unigram" is resolved once the training data is loaded (run())
-        self.threshold = (
-            math.log2(ctx.vocab_size) if cfg.divergence_threshold is None else cfg.divergence_threshold
-        )
+        self.threshold = math.nan  # nll bits/token; set by run() from the config and the training data
         self.ddp: nn.Module = self.model
 
     # ----------------------------------------------------------------------------- setup
@@ -559,13 +556,7 @@ class Trainer:
             )
         self._barrier()  # nobody reads status.json after rank 0 rewrites it below
         train_data, valid_data = self._load_data()
-        if self.threshold == UNIGRAM:
-            self.threshold = unigram_entropy_bits(
-                train_data.corpus.tgt, self.model_cfg.tgt_vocab_size, train_data.eos
-            )
-            log.info(
-                "divergence threshold: the training targets' unigram entropy, %.3f bits/token", self.threshold
-            )
+        self.threshold = self._divergence_threshold(train_data)
         self.log = JsonlLog(self.save_dir / LOG_FILE, self.is_main)
         found = self._find_resume_state()
         if found is not None:
@@ -672,6 +663,16 @@ class Trainer:
         self._barrier()
         return Outcome("completed", self.num_updates, self._epoch_reached())
 
+    def _divergence_threshold(self, train_data: SplitData) -> float:
+        setting = self.cfg.divergence_threshold
+        if setting is None:
+            return math.log2(self.ctx.vocab_size)  # worse than a uniform guess
+        if setting != UNIGRAM:
+            return float(setting)
+        bits = unigram_entropy_bits(train_data.corpus.tgt, self.model_cfg.tgt_vocab_size, train_data.eos)
+        log.info("divergence threshold: the training targets' unigram entropy, %.3f bits/token", bits)
+        return bits
+
     def _divergence(self, loss_bits: float, nll_bits: float, gnorm: float) -> str | None:
         if self.cfg.amp == "fp16":
             if self.scaler.get_scale() < MIN_LOSS_SCALE:
@@ -687,11 +688,12 @@ class Trainer:
         if self.num_updates >= self.cfg.warmup_updates:
             self.recent_nll.append(nll_bits)
             window = self.recent_nll
-            if len(window) == window.maxlen and sum(window) / len(window) > self.threshold:
+            mean = sum(window) / len(window)
+            if len(window) == window.maxlen and mean > self.threshold:
                 what = "the unigram entropy " if self.cfg.divergence_threshold == UNIGRAM else ""
                 return (
-                    f"mean training nll {sum(window) / len(window):.3f} bits/token over the last {len(window)} "
-                    f"updates, above {what}{self.threshold:.3f}"
+                    f"mean training nll {mean:.3f} bits/token over the last {len(window)} updates, "
+                    f"above {what}{self.threshold:.3f}"
                 )
         return None
 
