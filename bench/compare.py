@@ -26,6 +26,10 @@ Measured per toolkit:
   exactly 30 tokens: the speed of the search itself) and a ``natural`` one (the model decides; with the
   few updates of a benchmark the lengths are arbitrary and differ per toolkit: compare tokens/s there).
 
+On a GPU (``--device cuda --precision fp16|bf16 --preset base [--encoder-layers 24]``, fairseq and deepnmt
+only) MFU is against the GPU's matmul peak in that precision, and the table adds each toolkit's peak
+GPU memory (torch.cuda.max_memory_allocated, read at every optimizer step by the shim).
+
 Prints one table with every number as value and ratio to fairseq, and writes JSON. The machine's other
 load makes single runs noisy (up to ~30%): compare toolkits within one run only.
 """
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -55,9 +60,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(__file__).resolve().parent / "peers"
 sys.path.insert(0, str(PEERS))
-from toolkits import BEAM, FIXED_LEN, TOOLKITS, Command, Setup, Toolkit  # noqa: E402
+from toolkits import BEAM, DECODE_BATCH, FIXED_LEN, PRESETS, TOOLKITS, Command, Setup, Shape, Toolkit  # noqa: E402
 
-D_MODEL, FFN, HEADS, ENC_LAYERS, DEC_LAYERS = 256, 1024, 4, 6, 6
 MAX_TOKENS = 4096
 ORDER = ("fairseq", "opennmt", "sockeye", "deepnmt")
 
@@ -78,6 +82,11 @@ def make_corpus(out: Path, n_train: int, n_valid: int, n_test: int, words: int, 
             vocab.append(w)
     zipf = 1.0 / np.arange(1, words + 1)
     zipf /= zipf.sum()
+    cdf = np.cumsum(zipf)
+
+    def draw(size: int) -> np.ndarray:  # rng.choice(p=...) rebuilds the CDF per call: slow for 32k words
+        return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), words - 1)
+
     mapping = rng.permutation(words)  # source word i translates to target word mapping[i]
     out.mkdir(parents=True, exist_ok=True)
     stats: dict = {}
@@ -85,14 +94,14 @@ def make_corpus(out: Path, n_train: int, n_valid: int, n_test: int, words: int, 
         src_lines, tgt_lines = [], []
         lengths = np.clip(np.rint(rng.lognormal(math.log(22), 0.35, size=n)), 10, 40).astype(int)
         for length in lengths:
-            src = rng.choice(words, size=length, p=zipf)
+            src = draw(length)
             tgt = list(mapping[src])
             for i in range(len(tgt) - 1):  # local reordering
                 if rng.random() < 0.1:
                     tgt[i], tgt[i + 1] = tgt[i + 1], tgt[i]
             tgt = [t for t in tgt if rng.random() >= 0.05]  # drops ...
             for _ in range(rng.binomial(len(src), 0.05)):  # ... and insertions
-                tgt.insert(int(rng.integers(0, len(tgt) + 1)), int(rng.choice(words, p=zipf)))
+                tgt.insert(int(rng.integers(0, len(tgt) + 1)), int(draw(1)[0]))
             src_lines.append(" ".join(vocab[i] for i in src))
             tgt_lines.append(" ".join(vocab[i] for i in tgt))
         (out / f"{split}.src").write_text("\n".join(src_lines) + "\n", encoding="utf-8")
@@ -112,7 +121,7 @@ def make_corpus(out: Path, n_train: int, n_valid: int, n_test: int, words: int, 
 # ---------------------------------------------------------------- FLOPs and peak
 
 
-def train_flops_per_target_token(src_lens: list[int], tgt_lens: list[int], vocab: int) -> dict:
+def train_flops_per_target_token(src_lens: list[int], tgt_lens: list[int], vocab: int, shape: Shape) -> dict:
     """Training FLOPs per real target token for the benchmark model, from the corpus' real lengths.
 
     Matmuls: 2 FLOPs per multiply-add forward, x3 for forward + backward (6 x parameters x tokens).
@@ -123,13 +132,13 @@ def train_flops_per_target_token(src_lens: list[int], tgt_lens: list[int], vocab
     Lengths include </s> (source ids + </s>; decoder input <s> + ids, as long as the target).
     Embedding lookups, layer norms, softmax and the loss are left out (the usual convention).
     """
-    d, f = D_MODEL, FFN
+    d, f, enc, dec = shape.d_model, shape.ffn, shape.encoder_layers, shape.decoder_layers
     src = np.asarray(src_lens, dtype=np.float64) + 1
     tgt = np.asarray(tgt_lens, dtype=np.float64) + 1
-    per_src = ENC_LAYERS * (4 * d * d + 2 * d * f) + DEC_LAYERS * 2 * d * d
-    per_tgt = DEC_LAYERS * (6 * d * d + 2 * d * f) + d * vocab
+    per_src = enc * (4 * d * d + 2 * d * f) + dec * 2 * d * d
+    per_tgt = dec * (6 * d * d + 2 * d * f) + d * vocab
     matmul = 6 * (per_src * src.sum() + per_tgt * tgt.sum())
-    pairs = ENC_LAYERS * (src**2).sum() + DEC_LAYERS * ((tgt**2).sum() + (tgt * src).sum())
+    pairs = enc * (src**2).sum() + dec * ((tgt**2).sum() + (tgt * src).sum())
     attention = 3 * 4 * d * pairs
     total_tgt = tgt.sum()
     return {
@@ -145,8 +154,12 @@ def train_flops_per_target_token(src_lens: list[int], tgt_lens: list[int], vocab
     }
 
 
-def matmul_peak(threads: int, n: int = 4096, reps: int = 5) -> float:
-    """Best fp32 GFLOP/s of an n x n @ n x n torch.mm on `threads` threads (this process)."""
+def matmul_peak(threads: int, device: str = "cpu", precision: str = "fp32", reps: int = 5) -> float:
+    """Best GFLOP/s of an n x n @ n x n torch.mm: fp32 on `threads` CPU threads (n = 4096), or on the GPU
+    in the training precision (n = 8192; fp32 without TF32, since neither toolkit enables it)."""
+    if device == "cuda":
+        return _gpu_matmul_peak(precision, reps)
+    n = 4096
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -160,6 +173,26 @@ def matmul_peak(threads: int, n: int = 4096, reps: int = 5) -> float:
         return 2 * n**3 / best / 1e9
     finally:
         torch.set_num_threads(old)
+
+
+def _gpu_matmul_peak(precision: str, reps: int, n: int = 8192) -> float:
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    for _ in range(3):
+        torch.mm(a, b)  # warm-up: cuBLAS handle, heuristics, clocks
+    best = math.inf
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(10):
+            torch.mm(a, b)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1000 / 10)
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * n**3 / best / 1e9
 
 
 # ---------------------------------------------------------------- running a toolkit
@@ -191,8 +224,10 @@ def installed(name: str, cache: Path) -> str | None:
 
 
 def run_cmd(python: Path, toolkit: str, cmd: Command, threads: int, log_path: Path, timeout: float,
-            record: Path | None = None) -> Proc:  # fmt: skip
+            record: Path | None = None, gpu: bool = False, no_cudnn_attention: bool = False) -> Proc:  # fmt: skip
     argv = [str(python), str(PEERS / "shim.py"), "--toolkit", toolkit, "--threads", str(threads)]
+    if no_cudnn_attention:
+        argv.append("--no-cudnn-attention")
     if record is not None:
         argv += ["--record", str(record)]
     if cmd.min_len:
@@ -201,9 +236,10 @@ def run_cmd(python: Path, toolkit: str, cmd: Command, threads: int, log_path: Pa
     env = dict(os.environ)
     env.update(
         OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-        CUDA_VISIBLE_DEVICES="", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", PYTHONUNBUFFERED="1",
-        TOKENIZERS_PARALLELISM="false",
+        TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false",
     )  # fmt: skip
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env.pop("PYTHONPATH", None)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     peak = 0.0
@@ -267,6 +303,7 @@ def train_metrics(record: Path, warmup: int) -> dict:
         "target_tokens_per_update": statistics.mean(t for t, _ in timed),
         "seconds_per_update_median": statistics.median(d for _, d in timed),
         "first_update_s": steps[0][0] - data["start"],  # startup + data loading + first update
+        "gpu_max_allocated_mib": data.get("cuda_max_allocated_mib"),
     }
 
 
@@ -336,9 +373,13 @@ class Result:
 def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, n_test: int) -> Result:
     res = Result(tk.name, tk.label, tk.layer_norm, tk.note)
     why = installed(tk.name, cache)
+    if why is None and s.device == "cuda" and s.precision not in tk.gpu_precisions:
+        why = f"{tk.name} runs {', '.join(tk.gpu_precisions) or 'nothing'} on a GPU here, not {s.precision}"
     if why is not None:
         res.status, res.error = "skipped", why
         return res
+    gpu = s.device == "cuda"
+    run = functools.partial(run_cmd, gpu=gpu, no_cudnn_attention=args.no_cudnn_attention)
     py = venv_python(tk.name, cache)
     if s.work.exists():
         shutil.rmtree(s.work)
@@ -348,7 +389,7 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
         t0 = time.perf_counter()
         for i, cmd in enumerate(tk.preprocess(s)):
             _check(
-                run_cmd(py, tk.name, cmd, s.threads, logs / f"preprocess{i}.log", args.timeout),
+                run(py, tk.name, cmd, s.threads, logs / f"preprocess{i}.log", args.timeout),
                 "preprocessing",
             )
         res.preprocess_wall_s = time.perf_counter() - t0
@@ -358,7 +399,7 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
         )
 
         record = s.work / "steps.json"
-        proc = run_cmd(py, tk.name, tk.train(s), s.threads, logs / "train.log", args.timeout, record=record)
+        proc = run(py, tk.name, tk.train(s), s.threads, logs / "train.log", args.timeout, record=record)
         _check(proc, "training")
         res.train = train_metrics(record, args.warmup)
         res.train.update(wall_s=proc.wall_s, peak_rss_mib=proc.peak_rss_mib)
@@ -367,12 +408,13 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
             res.note += f"; {res.train['updates_recorded']} optimizer steps recorded for {s.updates} updates"
         print(
             f"[{tk.name}] train {res.train['tokens_per_s_median']:.0f} tok/s (median of "
-            f"{res.train['timed_updates']}), wall {proc.wall_s:.0f}s, peak RSS {proc.peak_rss_mib:.0f} MiB",
+            f"{res.train['timed_updates']}), wall {proc.wall_s:.0f}s, peak RSS {proc.peak_rss_mib:.0f} MiB"
+            + (f", peak GPU memory {res.train['gpu_max_allocated_mib']:,.0f} MiB" if gpu else ""),
             flush=True,
         )
         for mode in args.modes:
             out = s.work / f"decode-{mode}.txt"
-            proc = run_cmd(
+            proc = run(
                 py, tk.name, tk.decode(s, mode, out), s.threads, logs / f"decode-{mode}.log", args.timeout
             )
             _check(proc, f"{mode} decoding")
@@ -401,7 +443,9 @@ def _cell(value: float | None, base: float | None, fmt: str) -> str:
     return text
 
 
-def table(results: list[Result], peak: float, flops: float, modes: list[str]) -> str:
+def table(
+    results: list[Result], peak: float, flops: float, modes: list[str], peak_label: str, gpu: bool
+) -> str:
     base = next((r for r in results if r.toolkit == "fairseq" and r.status == "ok"), None)
 
     def get(r: Result | None, *path: str) -> float | None:
@@ -421,6 +465,8 @@ def table(results: list[Result], peak: float, flops: float, modes: list[str]) ->
         ("train wall s", ("train", "wall_s"), ".0f"),
         ("peak RSS MiB", ("train", "peak_rss_mib"), ",.0f"),
     ]
+    if gpu:
+        cols.append(("GPU MiB", ("train", "gpu_max_allocated_mib"), ",.0f"))
     for mode in modes:
         cols += [
             (f"{mode} sent/s", ("decode", mode, "sentences_per_s"), ".1f"),
@@ -451,8 +497,8 @@ def table(results: list[Result], peak: float, flops: float, modes: list[str]) ->
     for row in rows:
         lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)))
     lines.append(
-        f"ratios (x) are against fairseq; MFU against the fp32 matmul peak {peak:.0f} GFLOP/s measured in this "
-        f"run; {flops / 1e6:.1f} MFLOP per target token (training)"
+        f"ratios (x) are against fairseq; MFU against the {peak_label} matmul peak {peak:,.0f} GFLOP/s measured in "
+        f"this run; {flops / 1e6:.1f} MFLOP per target token (training)"
     )
     return "\n".join(lines)
 
@@ -476,7 +522,36 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=None, help="default: a temporary directory, removed")
     p.add_argument("--json", type=Path, default=None, help="default bench/results/compare-<date>.json")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per toolkit command")
+    g = p.add_argument_group("model and hardware (defaults: the CPU bar of issue 8)")
+    g.add_argument(
+        "--preset", choices=sorted(PRESETS), default="small", help="small: d=256; base: d=512, 8 heads"
+    )
+    g.add_argument("--encoder-layers", type=int, default=None, help="override the preset's 6")
+    g.add_argument("--decoder-layers", type=int, default=None, help="override the preset's 6")
+    g.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="target tokens per update")
+    g.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: fairseq and deepnmt only")
+    g.add_argument(
+        "--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="bf16, fp16: GPU only"
+    )
+    g.add_argument(
+        "--no-cudnn-attention",
+        action="store_true",
+        help="every toolkit: keep torch's SDPA off cuDNN attention (deepnmt does this itself on CUDA)",
+    )
+    g.add_argument(
+        "--decode-batch", type=int, default=None, help="sentences per decoding batch (default 128)"
+    )
     args = p.parse_args()
+    if args.precision != "fp32" and args.device != "cuda":
+        p.error(f"--precision {args.precision} needs --device cuda (the CPU bar is fp32)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: torch sees no GPU here")
+    base = PRESETS[args.preset]
+    args.shape = Shape(
+        args.encoder_layers or base.encoder_layers, args.decoder_layers or base.decoder_layers,
+        base.d_model, base.ffn, base.heads,
+    )  # fmt: skip
+    args.decode_batch = args.decode_batch or DECODE_BATCH
     args.updates = args.updates or (10 if args.quick else 40)
     args.warmup = args.warmup if args.warmup is not None else (3 if args.quick else 5)
     args.decode_sentences = args.decode_sentences or (200 if args.quick else 500)
@@ -490,20 +565,21 @@ def main() -> None:
     cache = Path(os.environ.get("DEEPNMT_BENCH_CACHE", Path.home() / ".cache" / "deepnmt-bench"))
     total_updates = args.warmup + args.updates
     # enough pairs that no toolkit reaches an epoch boundary (validation, reshuffling) while timed
-    n_train = max(2000, int(total_updates * MAX_TOKENS / 23 * 1.5))
+    n_train = max(2000, int(total_updates * args.max_tokens / 23 * 1.5))
     work_root = args.work_dir or Path(tempfile.mkdtemp(prefix="deepnmt-compare-"))
     started = dt.datetime.now()
     load_before = os.getloadavg()
     print(
-        f"compare: toolkits {' '.join(args.toolkits)}; {args.threads} threads; {args.warmup} warm-up + "
-        f"{args.updates} timed updates; {args.decode_sentences} decoded sentences; work dir {work_root}",
+        f"compare: toolkits {' '.join(args.toolkits)}; {args.shape.describe()}, {args.max_tokens} tokens/update, "
+        f"{args.device} {args.precision}; {args.threads} threads; {args.warmup} warm-up + {args.updates} timed "
+        f"updates; {args.decode_sentences} decoded sentences; work dir {work_root}",
         flush=True,
     )
     raw = work_root / "raw"
     corpus = make_corpus(raw, n_train, 200, args.decode_sentences, args.words, args.seed)
     vocab = corpus["joint_types"] + 4  # + <pad> <s> </s> <unk>
     flops = train_flops_per_target_token(
-        corpus["train"]["src_lengths"], corpus["train"]["tgt_lengths"], vocab
+        corpus["train"]["src_lengths"], corpus["train"]["tgt_lengths"], vocab, args.shape
     )
     fpt = flops["flops_per_target_token"]
     print(
@@ -513,28 +589,33 @@ def main() -> None:
         f"{flops['attention_part'] / 1e6:.1f}; {flops['formula']})",
         flush=True,
     )
-    peaks = [matmul_peak(args.threads)]
-    print(f"fp32 matmul peak (4096^3, {args.threads} threads): {peaks[0]:.0f} GFLOP/s", flush=True)
+    gpu = args.device == "cuda"
+    peak_label = f"GPU {args.precision} (8192^3)" if gpu else f"fp32 (4096^3, {args.threads} threads)"
+    if gpu:
+        print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    peaks = [matmul_peak(args.threads, args.device, args.precision)]
+    print(f"{peak_label} matmul peak: {peaks[0]:,.0f} GFLOP/s", flush=True)
 
     s_common = dict(
-        raw=raw, updates=total_updates, max_tokens=MAX_TOKENS, threads=args.threads,
-        max_src_len=max(corpus["test"]["src_lengths"]),
+        raw=raw, updates=total_updates, max_tokens=args.max_tokens, threads=args.threads,
+        max_src_len=max(corpus["test"]["src_lengths"]), shape=args.shape, device=args.device,
+        precision=args.precision, decode_batch=args.decode_batch,
     )  # fmt: skip
     results = []
     for name in dict.fromkeys(args.toolkits):  # in the order given: alternate it to expose drift in the load
         tk = TOOLKITS[name]
         setup = Setup(work=work_root / name, **s_common)
         results.append(bench_toolkit(tk, setup, args, cache, args.decode_sentences))
-    peaks.append(matmul_peak(args.threads))
+    peaks.append(matmul_peak(args.threads, args.device, args.precision))
     peak = max(peaks)
     for r in results:
         if r.status == "ok":
             r.train["gflops"] = r.train["tokens_per_s_median"] * fpt / 1e9
             r.train["mfu"] = r.train["gflops"] / peak
-    print(f"fp32 matmul peak at the end: {peaks[1]:.0f} GFLOP/s (using the best, {peak:.0f})")
+    print(f"{peak_label} matmul peak at the end: {peaks[1]:,.0f} GFLOP/s (using the best, {peak:,.0f})")
     load_after = os.getloadavg()
     print()
-    print(table(results, peak, fpt, args.modes))
+    print(table(results, peak, fpt, args.modes, peak_label, gpu))
     for r in results:
         if r.note:
             print(f"note {r.toolkit}: {r.note.lstrip('; ')}")
@@ -555,13 +636,18 @@ def main() -> None:
             "load_average_before": load_before,
             "load_average_after": load_after,
             "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name() if gpu else None,
         },
         "settings": {
             "threads": args.threads,
             "warmup_updates": args.warmup,
             "timed_updates": args.updates,
-            "max_tokens": MAX_TOKENS,
-            "model": f"{ENC_LAYERS}L-{DEC_LAYERS}L d={D_MODEL} heads={HEADS} ffn={FFN}",
+            "max_tokens": args.max_tokens,
+            "model": args.shape.describe(),
+            "device": args.device,
+            "precision": args.precision,
+            "decode_batch": args.decode_batch,
+            "no_cudnn_attention": args.no_cudnn_attention,
             "beam": BEAM,
             "fixed_len": FIXED_LEN,
             "decode_sentences": args.decode_sentences,

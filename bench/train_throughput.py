@@ -1,10 +1,14 @@
-"""Training throughput on CPU: 6L-6L d=256, 4 heads, FFN 1024, max_tokens 4096, fp32.
+"""Training throughput of the real Trainer.train_step on synthetic data, on CPU or GPU, with an optional profile.
 
     .venv/bin/python bench/train_throughput.py [--threads 2] [--updates 10] [--warmup 3] [--vocab 8000]
+    python bench/train_throughput.py --device cuda --amp bf16 --d-model 512 --ffn 2048 --heads 8 \\
+        --encoder-layers 24 --max-tokens 16384 --updates 30 --profile
 
-Synthetic binarized data (written with IndexedDatasetWriter; source lengths uniform in 10..40 tokens, target = source +-2),
-the real Trainer.train_step (collate + forward + label-smoothed loss + backward + RAdam step).
-Prints the median target tokens/s over the timed updates (warm-up updates excluded) and peak RSS.
+Synthetic binarized data (written with IndexedDatasetWriter; source lengths uniform in 10..40 tokens, target =
+source +-2), the real Trainer.train_step (collate + forward + label-smoothed loss + backward + Adam step).
+Prints the median target tokens/s over the timed updates (warm-up updates excluded) and peak memory;
+``--profile`` adds torch.profiler's top operators over three more updates. The side-by-side numbers against
+other toolkits come from bench/compare.py; this script is for looking inside one configuration.
 """
 
 from __future__ import annotations
@@ -38,42 +42,84 @@ def synthetic(bin_dir: Path, vocab: int, pairs: int, seed: int) -> None:
             )
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--updates", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--vocab", type=int, default=8000)
-    p.add_argument("--amp", choices=["none", "bf16"], default="none")
-    args = p.parse_args()
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    p.add_argument("--encoder-layers", type=int, default=6)
+    p.add_argument("--decoder-layers", type=int, default=6)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--ffn", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--residual", default="post_ln")
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--profile", action="store_true", help="torch.profiler over 3 more updates")
+    return p.parse_args()
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main() -> None:
+    args = parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         bin_dir = Path(tmp) / "bin"
-        synthetic(bin_dir, args.vocab, pairs=4000, seed=0)
+        pairs = max(4000, (args.warmup + args.updates + 3) * args.max_tokens // 20)
+        synthetic(bin_dir, args.vocab, pairs=pairs, seed=0)
         cfg = TrainConfig(
             data=str(bin_dir), source_lang="src", target_lang="tgt", save_dir=str(Path(tmp) / "ckpt"),
-            max_tokens=4096, max_update=args.warmup + args.updates, warmup_updates=4000, amp=args.amp,
+            max_tokens=args.max_tokens, max_update=args.warmup + args.updates, warmup_updates=4000,
+            amp=args.amp, device=args.device,
         )  # fmt: skip
-        model_cfg = ModelConfig(args.vocab, args.vocab, 6, 6, d_model=256, ffn_dim=1024, heads=4)
-        trainer = Trainer(cfg, model_cfg, Context(args.vocab, None), DistributedEnv.from_environ({}, "cpu"))
+        model_cfg = ModelConfig(
+            args.vocab, args.vocab, args.encoder_layers, args.decoder_layers, d_model=args.d_model,
+            ffn_dim=args.ffn, heads=args.heads, residual=args.residual,
+        )  # fmt: skip
+        env = DistributedEnv.from_environ({}, args.device)
+        trainer = Trainer(cfg, model_cfg, Context(args.vocab, None), env)
+        device = trainer.device
         train, _ = trainer._load_data()
         plan = train.batches(cfg.seed, 1, shuffle=True)
+
+        def update(i: int) -> int:
+            batch = train.collate(plan[i]).to(device)
+            trainer.train_step([batch], float(batch.ntokens))
+            trainer.num_updates += 1
+            return batch.ntokens
+
         rates, tokens = [], []
         for i in range(args.warmup + args.updates):
+            sync(device)
             start = time.perf_counter()
-            batch = train.collate(plan[i])
-            loss, _, _, _ = trainer.train_step([batch], float(batch.ntokens))
-            trainer.num_updates += 1
-            elapsed = time.perf_counter() - start
+            n = update(i)
+            sync(device)
             if i >= args.warmup:
-                rates.append(batch.ntokens / elapsed)
-                tokens.append(batch.ntokens)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                rates.append(n / (time.perf_counter() - start))
+                tokens.append(n)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        gpu = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+            with profile(activities=acts) as prof:
+                for i in range(args.warmup + args.updates, args.warmup + args.updates + 3):
+                    update(i)
+                sync(device)
+            key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            print(prof.key_averages().table(sort_by=key, row_limit=25))
     print(
-        f"train 6L-6L d=256 h=4 ffn=1024 vocab={args.vocab} max_tokens=4096 amp={args.amp} threads={args.threads}: "
-        f"median {statistics.median(rates):.0f} target tok/s over {args.updates} updates "
-        f"(min {min(rates):.0f}, max {max(rates):.0f}; {statistics.mean(tokens):.0f} target tokens/update); "
-        f"peak RSS {peak:.0f} MiB"
+        f"train {model_cfg.describe()} vocab={args.vocab} max_tokens={args.max_tokens} amp={args.amp} "
+        f"{args.device} threads={args.threads}: median {statistics.median(rates):,.0f} target tok/s over "
+        f"{args.updates} updates (min {min(rates):,.0f}, max {max(rates):,.0f}; {statistics.mean(tokens):,.0f} "
+        f"target tokens/update); peak RSS {rss:,.0f} MiB" + (f", peak GPU {gpu:,.0f} MiB" if gpu else "")
     )
 
 

@@ -5,7 +5,8 @@
 #
 # The venv goes to ${DEEPNMT_BENCH_CACHE:-$HOME/.cache/deepnmt-bench}/venvs/<toolkit>. torch==2.13.0 (the
 # CPU build from pip's find-links when available) is installed first so that no toolkit drags in a CUDA
-# torch. Idempotent: a venv whose marker file records a finished install of the same version is kept
+# torch (on a GPU machine set DEEPNMT_BENCH_TORCH_INDEX_URL, e.g. https://download.pytorch.org/whl/cu128,
+# for the CUDA build of the same version). Idempotent: a venv whose marker file records a finished install of the same version is kept
 # (pass --force to rebuild). Recipes and pitfalls: /work/shared/REFERENCE.md, "Peer toolkits".
 set -euo pipefail
 
@@ -14,6 +15,8 @@ force="${2:-}"
 CACHE="${DEEPNMT_BENCH_CACHE:-$HOME/.cache/deepnmt-bench}"
 PYTHON="${DEEPNMT_BENCH_PYTHON:-python3.11}"
 TORCH_SPEC="torch==2.13.0"
+TORCH_INDEX=()
+if [[ -n "${DEEPNMT_BENCH_TORCH_INDEX_URL:-}" ]]; then TORCH_INDEX=(--index-url "$DEEPNMT_BENCH_TORCH_INDEX_URL"); fi
 
 case "$toolkit" in
   fairseq) version="fairseq-fixed==0.12.3.1" ;;
@@ -38,7 +41,7 @@ mkdir -p "$CACHE/venvs"
 pip=("$venv/bin/python" -m pip install --disable-pip-version-check --no-input)
 "${pip[@]}" "setuptools<81" wheel
 # torch first and pinned: later installs see it satisfied and never replace it with a CUDA build.
-"${pip[@]}" "$TORCH_SPEC"
+"${pip[@]}" "${TORCH_INDEX[@]}" "$TORCH_SPEC"
 
 case "$toolkit" in
   fairseq)

@@ -17,8 +17,10 @@ Runs inside the toolkit's own venv (standard library + torch + the toolkit only)
   fairseq's ``--min-len`` rule (</s> forbidden for the first N steps) by setting the </s> score to +inf in
   ``_SingleModelInference.decode_step`` for the first N steps of every batch.
 
-``--record`` gets ``{"steps": [[perf_counter, target_tokens], ...], "start": t0, "end": t1}``, written
-even when the toolkit exits through SystemExit.
+``--record`` gets ``{"steps": [[perf_counter, target_tokens], ...], "start": t0, "end": t1}`` (plus
+``cuda_max_allocated_mib`` on a GPU), written even when the toolkit exits through SystemExit. On a GPU the
+step times are host times: both GPU-ready toolkits read the loss every update (``--log-interval 1``),
+which waits for the GPU, so the time between two steps is the update's real time.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ def _parse() -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--record", default=None, help="write per-update timestamps and target tokens here")
     p.add_argument("--min-len", type=int, default=0, help="Sockeye decoding: forbid </s> for N steps")
+    p.add_argument(
+        "--no-cudnn-attention",
+        action="store_true",
+        help="torch.backends.cuda.enable_cudnn_sdp(False) before the toolkit starts (what deepnmt does itself)",
+    )
     return p.parse_args(argv[:cut]), argv[cut + 1 :]
 
 
@@ -50,6 +57,7 @@ class Recorder:
         self.pending = 0
         self.steps: list[tuple[float, int]] = []
         self.start = time.perf_counter()
+        self.cuda_max_allocated = 0.0  # MiB; read at every step: toolkits reset the peak counter themselves
 
     def add_tokens(self, n: int) -> None:
         self.pending += int(n)
@@ -57,9 +65,16 @@ class Recorder:
     def step_hook(self, optimizer, args, kwargs) -> None:  # noqa: ANN001 (torch hook signature)
         self.steps.append((time.perf_counter(), self.pending))
         self.pending = 0
+        import torch
+
+        if torch.cuda.is_initialized():
+            peak = torch.cuda.max_memory_allocated() / 2**20
+            self.cuda_max_allocated = max(self.cuda_max_allocated, peak)
 
     def dump(self, path: str) -> None:
         record = {"steps": self.steps, "start": self.start, "end": time.perf_counter()}
+        if self.cuda_max_allocated:
+            record["cuda_max_allocated_mib"] = self.cuda_max_allocated
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(record, f)
@@ -143,6 +158,8 @@ def main() -> None:
     torch.set_num_threads(opts.threads)
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
+    if opts.no_cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)
     rec = Recorder()
     if opts.record:
         from torch.optim.optimizer import register_optimizer_step_post_hook

@@ -24,6 +24,21 @@ BEAM = 4
 
 
 @dataclass(frozen=True)
+class Shape:
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_model: int = 256
+    ffn: int = 1024
+    heads: int = 4
+
+    def describe(self) -> str:
+        return f"{self.encoder_layers}L-{self.decoder_layers}L d={self.d_model} heads={self.heads} ffn={self.ffn}"
+
+
+PRESETS = {"small": Shape(), "base": Shape(d_model=512, ffn=2048, heads=8)}  # small: the CPU bar of issue 8
+
+
+@dataclass(frozen=True)
 class Setup:
     raw: Path  # train/valid/test .src/.tgt text, whitespace-tokenized
     work: Path  # this toolkit's own directory
@@ -31,6 +46,10 @@ class Setup:
     max_tokens: int
     threads: int
     max_src_len: int  # longest test source, for the natural-mode cap of toolkits with an absolute cap
+    shape: Shape = Shape()
+    device: str = "cpu"  # "cuda": fairseq and ours only
+    precision: str = "fp32"  # "bf16": each toolkit's own bf16 mode (GPU)
+    decode_batch: int = DECODE_BATCH
 
 
 @dataclass(frozen=True)
@@ -56,6 +75,7 @@ class Toolkit:
     label = ""
     layer_norm = "post-LN"
     note = ""
+    gpu_precisions: tuple[str, ...] = ()  # what it runs with --device cuda in this benchmark
 
     def preprocess(self, s: Setup) -> list[Command]:
         raise NotImplementedError
@@ -78,6 +98,13 @@ class Toolkit:
 
 class Fairseq(Toolkit):
     name, label = "fairseq", "fairseq-fixed 0.12.3.1"
+    # fairseq 0.12's --bf16 "implies --tpu" (it asks torch_xla for a device): its GPU mixed precision is
+    # --fp16 (fp16 model, fp32 master weights, dynamic loss scaling).
+    gpu_precisions = ("fp32", "fp16")
+
+    @staticmethod
+    def _runtime(s: Setup) -> list[str]:
+        return (["--cpu"] if s.device == "cpu" else []) + (["--fp16"] if s.precision == "fp16" else [])
 
     def preprocess(self, s: Setup) -> list[Command]:
         r = s.raw
@@ -89,26 +116,29 @@ class Fairseq(Toolkit):
         return [Command("fairseq_cli.preprocess", args)]
 
     def train(self, s: Setup) -> Command:
+        m = s.shape
         args = [
-            str(s.work / "bin"), "--arch", "transformer", "--encoder-layers", "6", "--decoder-layers", "6",
-            "--encoder-embed-dim", "256", "--decoder-embed-dim", "256", "--encoder-ffn-embed-dim", "1024",
-            "--decoder-ffn-embed-dim", "1024", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+            str(s.work / "bin"), "--arch", "transformer", "--encoder-layers", str(m.encoder_layers),
+            "--decoder-layers", str(m.decoder_layers), "--encoder-embed-dim", str(m.d_model),
+            "--decoder-embed-dim", str(m.d_model), "--encoder-ffn-embed-dim", str(m.ffn),
+            "--decoder-ffn-embed-dim", str(m.ffn), "--encoder-attention-heads", str(m.heads),
+            "--decoder-attention-heads", str(m.heads),
             "--share-all-embeddings", "--dropout", "0.1", "--attention-dropout", "0", "--activation-dropout", "0",
             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
             "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt",
             "--warmup-updates", "4000", "--warmup-init-lr", "1e-7", "--clip-norm", "0",
-            "--max-tokens", str(s.max_tokens), "--max-update", str(s.updates), "--cpu", "--num-workers", "0",
+            "--max-tokens", str(s.max_tokens), "--max-update", str(s.updates), "--num-workers", "0",
             "--seed", "1", "--disable-validation", "--no-epoch-checkpoints", "--save-dir", str(s.work / "ckpt"),
-            "--log-format", "json", "--log-interval", "1", "--no-progress-bar",
+            "--log-format", "json", "--log-interval", "1", "--no-progress-bar", *self._runtime(s),
         ]  # fmt: skip
         return Command("fairseq_cli.train", args)
 
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             str(s.work / "bin"), "--path", str(s.work / "ckpt" / "checkpoint_last.pt"), "--gen-subset", "test",
-            "--beam", str(BEAM), "--nbest", "1", "--batch-size", str(DECODE_BATCH), "--lenpen", "1",
+            "--beam", str(BEAM), "--nbest", "1", "--batch-size", str(s.decode_batch), "--lenpen", "1",
             # without it fairseq-generate silently drops the longest sentences (REFERENCE.md)
-            "--required-batch-size-multiple", "1", "--cpu", "--num-workers", "0", "--seed", "1",
+            "--required-batch-size-multiple", "1", "--num-workers", "0", "--seed", "1", *self._runtime(s),
         ]  # fmt: skip
         if mode == "fixed":
             args += ["--min-len", str(FIXED_LEN), "--max-len-a", "0", "--max-len-b", str(FIXED_LEN)]
@@ -142,7 +172,7 @@ class OpenNMT(Toolkit):
     note = "OpenNMT-py has no post-LN option: pre-LN (its only layout)"
 
     def _config(self, s: Setup) -> Path:
-        r, w = s.raw, s.work
+        r, w, m = s.raw, s.work, s.shape
         cfg = f"""# written by bench/compare.py
 save_data: {w}/data
 src_vocab: {w}/vocab.shared
@@ -158,12 +188,12 @@ data:
 save_model: {w}/model
 encoder_type: transformer
 decoder_type: transformer
-enc_layers: 6
-dec_layers: 6
-hidden_size: 256
-word_vec_size: 256
-transformer_ff: 1024
-heads: 4
+enc_layers: {m.encoder_layers}
+dec_layers: {m.decoder_layers}
+hidden_size: {m.d_model}
+word_vec_size: {m.d_model}
+transformer_ff: {m.ffn}
+heads: {m.heads}
 add_qkvbias: true
 position_encoding: true
 share_embeddings: true
@@ -206,7 +236,7 @@ model_dtype: fp32
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             "-model", str(s.work / f"model_step_{s.updates}.pt"), "-src", str(s.raw / "test.src"),
-            "-output", str(out), "-beam_size", str(BEAM), "-n_best", "1", "-batch_size", str(DECODE_BATCH),
+            "-output", str(out), "-beam_size", str(BEAM), "-n_best", "1", "-batch_size", str(s.decode_batch),
             "-batch_type", "sents", "-report_time", "-seed", "1",
         ]  # fmt: skip
         return Command("onmt.bin.translate", args + self.decode_length_options(mode, s).split())
@@ -240,13 +270,14 @@ class Sockeye(Toolkit):
         return [Command("sockeye.prepare_data", args)]
 
     def train(self, s: Setup) -> Command:
-        r = s.raw
+        r, m = s.raw, s.shape
         args = [
             "--prepared-data", str(s.work / "prepared"), "--validation-source", str(r / "valid.src"),
             "--validation-target", str(r / "valid.tgt"), "--output", str(s.work / "model"), "--overwrite-output",
-            "--use-cpu", "--seed", "1", "--num-layers", "6:6", "--transformer-model-size", "256",
-            "--transformer-attention-heads", "4", "--transformer-feed-forward-num-hidden", "1024",
-            "--num-embed", "256:256", "--transformer-activation-type", "relu",
+            "--use-cpu", "--seed", "1", "--num-layers", f"{m.encoder_layers}:{m.decoder_layers}",
+            "--transformer-model-size", str(m.d_model), "--transformer-attention-heads", str(m.heads),
+            "--transformer-feed-forward-num-hidden", str(m.ffn), "--num-embed", f"{m.d_model}:{m.d_model}",
+            "--transformer-activation-type", "relu",
             "--transformer-preprocess", "", "--transformer-postprocess", "drn",
             "--transformer-dropout-prepost", "0.1", "--transformer-dropout-attention", "0",
             "--transformer-dropout-act", "0", "--embed-dropout", "0:0",
@@ -262,7 +293,7 @@ class Sockeye(Toolkit):
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             "--models", str(s.work / "model"), "--input", str(s.raw / "test.src"), "--output", str(out),
-            "--use-cpu", "--beam-size", str(BEAM), "--batch-size", str(DECODE_BATCH), "--seed", "1",
+            "--use-cpu", "--beam-size", str(BEAM), "--batch-size", str(s.decode_batch), "--seed", "1",
             "--length-penalty-alpha", "1.0", "--length-penalty-beta", "0.0",
         ]  # fmt: skip
         if mode == "fixed":
@@ -290,6 +321,7 @@ class Sockeye(Toolkit):
 
 class DeepNMT(Toolkit):
     name, label = "deepnmt", "deepnmt (pipeline_lib)"
+    gpu_precisions = ("fp32", "bf16", "fp16")
 
     def preprocess(self, s: Setup) -> list[Command]:
         args = [
@@ -306,30 +338,37 @@ class DeepNMT(Toolkit):
         return [Command("pipeline_lib", args)]
 
     def train(self, s: Setup) -> Command:
-        # One micro-batch per thread (--cpu-workers, pipeline_lib/parallel.py): at d=256 the matmuls
-        # are too small for two OpenMP threads to share one well. The update is the same ~max_tokens
-        # target tokens: threads micro-batches of max_tokens / threads, gradients summed.
-        workers = s.threads
+        m = s.shape
+        if s.device == "cpu":
+            # One micro-batch per thread (--cpu-workers, pipeline_lib/parallel.py): at d=256 the matmuls
+            # are too small for two OpenMP threads to share one well. The update is the same ~max_tokens
+            # target tokens: threads micro-batches of max_tokens / threads, gradients summed.
+            workers = s.threads
+            runtime = ["--max-tokens", str(s.max_tokens // workers), "--update-freq", str(workers),
+                       "--cpu-workers", str(workers)]  # fmt: skip
+        else:
+            runtime = ["--max-tokens", str(s.max_tokens)]
+        amp = {"fp32": "none", "bf16": "bf16", "fp16": "fp16"}[s.precision]
         args = [
             "train", "--data", str(s.work / "bin"), "--source-lang", "src", "--target-lang", "tgt",
-            "--save-dir", str(s.work / "ckpt"), "--arch", "base", "--encoder-layers", "6", "--decoder-layers", "6",
-            "--d-model", "256", "--ffn-dim", "1024", "--heads", "4", "--residual", "post_ln",
+            "--save-dir", str(s.work / "ckpt"), "--arch", "base", "--encoder-layers", str(m.encoder_layers),
+            "--decoder-layers", str(m.decoder_layers), "--d-model", str(m.d_model), "--ffn-dim", str(m.ffn),
+            "--heads", str(m.heads), "--residual", "post_ln",
             "--dropout", "0.1", "--attention-dropout", "0", "--activation-dropout", "0",
             "--label-smoothing", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4",
-            "--warmup-updates", "4000", "--warmup-init-lr", "1e-7", "--clip-norm", "0",
-            "--max-tokens", str(s.max_tokens // workers), "--update-freq", str(workers),
-            "--cpu-workers", str(workers), "--max-update", str(s.updates), "--device", "cpu",
-            "--amp", "none", "--num-threads", str(s.threads), "--seed", "1", "--log-interval", "1",
-            "--progress", "none",
+            "--warmup-updates", "4000", "--warmup-init-lr", "1e-7", "--clip-norm", "0", *runtime,
+            "--max-update", str(s.updates), "--device", s.device, "--amp", amp,
+            "--num-threads", str(s.threads), "--seed", "1", "--log-interval", "1", "--progress", "none",
         ]  # fmt: skip
         return Command("pipeline_lib", args)
 
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             "translate", "--checkpoint", str(s.work / "ckpt" / "checkpoint_last.pt"), "--split", "test",
-            "--output", str(out), "--beam", str(BEAM), "--lenpen", "1", "--batch-size", str(DECODE_BATCH),
-            "--max-tokens", "0", "--device", "cpu", "--workers", str(s.threads), "--no-progress",
-            "--remove-bpe", "none", "--detok", "none",
+            "--output", str(out), "--beam", str(BEAM), "--lenpen", "1", "--batch-size", str(s.decode_batch),
+            "--max-tokens", "0", "--device", s.device, "--workers", str(s.threads), "--no-progress",
+            # translate has one 16-bit mode, bf16 autocast: used for --precision fp16 as well
+            "--remove-bpe", "none", "--detok", "none", *(["--bf16"] if s.precision != "fp32" else []),
         ]  # fmt: skip
         return Command("pipeline_lib", args + self.decode_length_options(mode, s).split())
 

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from pipeline_lib.decode.search import EOS, PAD, Hypothesis, SearchConfig, generate
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.transformer import TransformerModel
 from pipeline_lib.parallel import single_intra_op_thread
 
@@ -90,6 +91,8 @@ def translate(
     device = next(model.parameters()).device
     if device.type != "cpu":
         workers = 1  # one GPU stream: concurrency comes from the batch
+    if device.type == "cuda":
+        avoid_cudnn_attention()
     model.eval()
     results: list[list[Hypothesis]] = [[] for _ in sources]
     if not sources:

@@ -17,6 +17,16 @@ from torch import Tensor, nn
 SMALL_QUERY = 16
 
 
+def avoid_cudnn_attention() -> None:
+    """Keep SDPA on its flash / memory-efficient kernels on CUDA.
+
+    torch picks cuDNN's attention first on Hopper, and cuDNN builds an execution graph for every new
+    (batch, length) shape. Length-bucketed batches make nearly every batch a new shape: on an H100
+    (torch 2.11) the builds cost ~10 ms of host time per attention call, 80% of a base model's update.
+    The other kernels have no per-shape setup."""
+    torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def select_rows(tensor: Tensor, order: Tensor, out: Tensor | None = None) -> Tensor:
     """tensor[order] along dim 0, on a 2-D view (several times faster than N-D on CPU); ``out``, when
     it has the right shape, is reused instead of allocating (fresh multi-MB buffers page-fault)."""

@@ -23,6 +23,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -152,6 +153,12 @@ def run(args: argparse.Namespace) -> int:
             torch.cuda.set_device(env.local_rank)
         dist.init_process_group(
             env.backend, init_method=env.init_method, rank=env.rank, world_size=env.world_size
+        )
+        # print, not logging: under torchrun the root logger may already be configured (basicConfig no-op)
+        print(
+            f"distributed: rank {env.rank} of {env.world_size} (local rank {env.local_rank}), "
+            f"backend {env.backend}, rendezvous {env.init_method}",
+            file=sys.stderr,
         )
     try:
         outcome = Trainer(cfg, model_cfg, Context(vocab_size, vocab_sha), env).run()

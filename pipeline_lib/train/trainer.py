@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_profile
+from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
 from pipeline_lib.model.transformer import TransformerModel, build_model
@@ -229,6 +230,7 @@ class Trainer:
                 raise CheckpointError("--device cuda was given but torch sees no CUDA device")
             self.device = torch.device("cuda", env.local_rank)
             torch.cuda.set_device(self.device)
+            avoid_cudnn_attention()
         else:
             self.device = torch.device("cpu")
         self.amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.amp]
@@ -262,7 +264,13 @@ class Trainer:
             betas=cfg.adam_betas,
             eps=cfg.adam_eps,
             weight_decay=cfg.weight_decay,
-            foreach=True,  # one multi-tensor kernel per op; torch defaults to a per-parameter loop on CPU
+            # CUDA Adam: one fused kernel for the whole step (GradScaler-aware). Elsewhere one
+            # multi-tensor kernel per op: torch defaults to a per-parameter loop on CPU.
+            **(
+                {"fused": True}
+                if self.device.type == "cuda" and optim_cls is torch.optim.Adam
+                else {"foreach": True}
+            ),
         )
         self.schedule = InverseSqrtSchedule(self.optimizer, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
