@@ -22,6 +22,7 @@ import time
 import numpy as np
 import torch
 
+from pipeline_lib.allocator import keep_freed_memory
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import translate
 from pipeline_lib.model.config import ModelConfig
@@ -46,7 +47,14 @@ def main() -> None:
     p.add_argument("--ffn", type=int, default=1024)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--profile", action="store_true", help="torch.profiler over one beam-4 fixed-length batch")
+    p.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="skip keep_freed_memory(), which `translate` applies",
+    )
     args = p.parse_args()
+    if not args.default_malloc:
+        keep_freed_memory()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

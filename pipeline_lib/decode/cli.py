@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from pipeline_lib.allocator import keep_freed_memory
 from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data
 from pipeline_lib.decode.outputs import Postprocess, render, write_outputs
 from pipeline_lib.decode.search import SearchConfig
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--max-tokens and --batch-size cannot both be 0 (unlimited)")
     if args.threads:
         torch.set_num_threads(args.threads)
+    keep_freed_memory()  # beam search re-allocates the same multi-MB tensors every step
     device = resolve_device(args.device)
 
     from pipeline_lib.train.checkpoint import load_model  # torch-heavy; imported when used

@@ -187,13 +187,19 @@ def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) 
         _mask_special(lprobs, step, cfg, _rows_at_max(alive_max, step, min_max, k))
         if step == 0:
             # All beams hold the same prefix: expand from the first one only.
-            flat = lprobs.view(n, k, vocab)[:, 0, :]
+            c = min(2 * k, vocab)
+            cand_scores, cand_tokens = lprobs.view(n, k, vocab)[:, 0, :].topk(c, dim=1)
+            cand_beams = torch.zeros_like(cand_tokens)
         else:
-            flat = (lprobs + cum[:, step - 1 : step]).view(n, k * vocab)
-        c = min(2 * k, flat.shape[1])
-        cand_scores, cand_idx = flat.topk(c, dim=1)
-        cand_beams = torch.div(cand_idx, vocab, rounding_mode="floor")
-        cand_tokens = cand_idx - cand_beams * vocab
+            # The best c (beam, token) pairs of a sentence are among each beam's own best c tokens:
+            # select per beam first, so cum + lprobs is never built over the whole vocabulary.
+            c = min(2 * k, k * vocab)
+            per_beam = min(c, vocab)
+            beam_scores, beam_tokens = lprobs.topk(per_beam, dim=1)
+            beam_scores = (beam_scores + cum[:, step - 1 : step]).view(n, k * per_beam)
+            cand_scores, pick = beam_scores.topk(c, dim=1)
+            cand_beams = torch.div(pick, per_beam, rounding_mode="floor")
+            cand_tokens = beam_tokens.view(n, k * per_beam).gather(1, pick)
         base = torch.arange(n, device=device).unsqueeze(1) * k
         cand_rows = cand_beams + base  # rows of the current batch
         is_eos = cand_tokens.eq(EOS)

@@ -82,14 +82,26 @@ class KeyValueCache:
         if self._key is not None:
             spare_key, spare_value = self._spare
             self._spare = (self._key, self._value)
-            self._key = select_rows(self._key, order, spare_key)
-            self._value = select_rows(self._value, order, spare_value)
+            self._key = self._select_filled(self._key, order, spare_key)
+            self._value = self._select_filled(self._value, order, spare_value)
+
+    def _select_filled(self, buffer: Tensor, order: Tensor, out: Tensor | None) -> Tensor:
+        """buffer[order], copying only the filled steps: the buffer is up to twice as long as what it
+        holds, and this copy runs every step of a beam search for every layer (memory-bound)."""
+        shape = (order.shape[0], *buffer.shape[1:])
+        if out is None or out.shape != shape or out.dtype != buffer.dtype or torch.is_grad_enabled():
+            out = buffer.new_empty(shape)
+        n = self.length
+        torch.index_select(buffer[:, :, :n], 0, order, out=out[:, :, :n])
+        return out
 
 
 def _small_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    """Plain attention for a few queries per (batch, head), in place where it can be: it runs for every
+    layer at every decoding step, where allocations and extra passes cost more than the arithmetic."""
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(q.shape[-1]))
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores.masked_fill_(mask.logical_not(), float("-inf"))
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
