@@ -88,8 +88,10 @@ class KeyValueCache:
     def _select_filled(self, buffer: Tensor, order: Tensor, out: Tensor | None) -> Tensor:
         """buffer[order], copying only the filled steps: the buffer is up to twice as long as what it
         holds, and this copy runs every step of a beam search for every layer (memory-bound)."""
+        if torch.is_grad_enabled() and buffer.requires_grad:
+            return buffer.index_select(0, order)  # out= cannot record a graph
         shape = (order.shape[0], *buffer.shape[1:])
-        if out is None or out.shape != shape or out.dtype != buffer.dtype or torch.is_grad_enabled():
+        if out is None or out.shape != shape or out.dtype != buffer.dtype:
             out = buffer.new_empty(shape)
         n = self.length
         torch.index_select(buffer[:, :, :n], 0, order, out=out[:, :, :n])
