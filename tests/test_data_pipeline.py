@@ -366,3 +366,28 @@ def test_dedup_and_clean_counts(tmp_path: Path) -> None:
     assert _read(tok / "train.fr") == ["la même ligne", "autre texte ici"]
     removed = json.loads((tok / "meta.json").read_text())["splits"]["train"]["removed"]
     assert removed == {"duplicate": 1, "empty": 1}
+
+
+def test_eval_splits_keep_references_of_surviving_pairs(tmp_path: Path) -> None:
+    """Scoring a cleaned valid split needs the original text of exactly the pairs that survived."""
+    raw, tok = tmp_path / "raw", tmp_path / "tok"
+    _write(raw / "train.en", ["a b c", "d e f", "g h i"])
+    _write(raw / "train.fr", ["a b c", "d e f", "g h i"])
+    _write(raw / "valid.en", ["It's one.", "two", "Three, four."])
+    _write(raw / "valid.fr", ["C'est un.", "deux trois quatre cinq six", "Trois, quatre."])
+    assert _pp(raw, tok, "--splits", "train", "valid") == 0
+    assert len(_read(tok / "valid.en")) == 2  # the 1:5 pair is cleaned away
+    assert _read(tok / "valid.ref.en") == ["It's one.", "Three, four."]
+    assert _read(tok / "valid.ref.fr") == ["C'est un.", "Trois, quatre."]
+    assert not (tok / "train.ref.en").exists()  # train is never a reference; no copy of it
+
+
+def test_valid_carved_from_train_has_references(tmp_path: Path) -> None:
+    raw, tok = tmp_path / "raw", tmp_path / "tok"
+    lines = [f"line number {i}" for i in range(1, 10)]
+    _write(raw / "train.en", lines)
+    _write(raw / "train.fr", [f"ligne {i}" for i in range(1, 10)])
+    assert _pp(raw, tok, "--splits", "train", "valid", "--valid-every", "3") == 0
+    assert _read(tok / "valid.ref.en") == ["line number 3", "line number 6", "line number 9"]
+    assert _read(tok / "valid.ref.fr") == ["ligne 3", "ligne 6", "ligne 9"]
+    assert len(_read(tok / "train.en")) == 6

@@ -122,6 +122,26 @@ def test_dry_run_builds_the_full_dag(config: str, tmp_path: Path):
             proc.stdout,
             re.S,
         ), proc.stdout[:4000]
+    if config == "config.yaml":
+        # Longest planned training first: the demo's 1,400-update 2L-2L-256D run, then the 12L-6L
+        # runs, with the short stability-map runs last; Admin profiling takes its training's rank.
+        prio = train_priorities(proc.stdout)
+        ranked = sorted(prio, key=prio.get, reverse=True)
+        assert ranked[0] == "demo_2L2L_preln_wide", prio
+        assert set(ranked[1:4]) == {"demo_12L6L_postln", "demo_12L6L_admin", "demo_12L6L_preln"}, prio
+        assert all(r.startswith("stability-") for r in ranked[-12:]), ranked
+        profile = rf"rule profile_admin:\n[^\n]*\n(?:\s+\S.*\n)*?\s+wildcards: exp=demo_12L6L_admin\n\s+priority: {prio['demo_12L6L_admin']}\n"
+        assert re.search(profile, proc.stdout), proc.stdout[:4000]
+
+
+def train_priorities(dry_run: str) -> dict[str, int]:
+    """{experiment: priority} of the train jobs in a dry run's job listing."""
+    out = {}
+    for job in re.finditer(r"^rule train:\n((?:[ \t]+.*\n?)*)", dry_run, re.M):
+        exp = re.search(r"wildcards: exp=(\S+)", job.group(1)).group(1)
+        prio = re.search(r"priority: (\d+)", job.group(1))
+        out[exp] = int(prio.group(1)) if prio else 0
+    return out
 
 
 def _write(tmp_path: Path, mutate) -> Path:

@@ -55,6 +55,10 @@ def test_tiny_workflow_end_to_end(tmp_path: Path):
     assert "diverged" in rows["2L-2L Post-LN, lr 5"]
     status = json.loads((tmp_path / "work/experiments/base_2L2L_hot/status.json").read_text())
     assert status["status"] == "diverged"
+    # Comparison tables show each run's budget: the updates in its trainer's status.json.
+    residual = _table_rows(tables, cfg["tables"]["comparisons"][0]["title"])
+    base_status = json.loads((tmp_path / "work/experiments/base_2L2L/status.json").read_text())
+    assert residual["2L-2L-32D Post-LN"][7] == f"{base_status['update']:,}"
     placeholder = json.loads((results / "experiments/base_2L2L_hot/test.score.json").read_text())
     assert placeholder["status"] == "diverged" and placeholder["scores"] == {}
     # Signatures and the Table 3 matrix, the back-translation table.
@@ -75,3 +79,10 @@ def test_tiny_workflow_end_to_end(tmp_path: Path):
     again = _snakemake(tmp_path, "all", "-n")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr, (again.stdout + again.stderr)[-2000:]
+
+    # The cleaned valid split scores against the references of the pairs that survived cleaning.
+    valid = _snakemake(tmp_path, "results/experiments/base_2L2L/valid.score.json")
+    assert valid.returncode == 0, (valid.stdout + valid.stderr)[-6000:]
+    valid_score = json.loads((results / "experiments/base_2L2L/valid.score.json").read_text())
+    kept = (tmp_path / "work/data/tiny/tok/valid.fr").read_text().count("\n")
+    assert valid_score["n_segments"] == kept > 0

@@ -41,6 +41,8 @@ from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
 
+EVAL_SPLITS = ("valid", "test")
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-dir", required=True, type=Path, help="directory with raw {split}.{lang} files")
@@ -144,7 +146,16 @@ def run(args: argparse.Namespace) -> int:
             out_langs = (sp.files[0].suffix[1:],) if is_mono else langs
             cleaned = is_mono or sp.name in args.clean_splits
             tmp_paths = [group.tmp_for(args.out_dir / f"{sp.name}.{lang}") for lang in out_langs]
+            # Evaluation splits also keep the original text of the surviving pairs: the references
+            # that scoring needs once cleaning has dropped lines (or carved valid out of train).
+            ref_paths = (
+                [group.tmp_for(args.out_dir / f"{sp.name}.ref.{lang}") for lang in out_langs]
+                if not is_mono and sp.name in EVAL_SPLITS
+                else []
+            )
             outs = [open(t, "w", encoding="utf-8", newline="\n") for t in tmp_paths]  # noqa: SIM115
+            refs = [open(t, "w", encoding="utf-8", newline="\n") for t in ref_paths]  # noqa: SIM115
+            originals = sp.rows() if refs else None
             reasons: Counter[str] = Counter()
             seen: set[bytes] = set()
             n_in = n_out = 0
@@ -165,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
                     n_in += len(rows)
                     bar.update(len(rows))
                     for row in rows:
+                        original = next(originals) if originals is not None else None
                         if row is None:
                             continue
                         if args.dedup and cleaned:
@@ -176,10 +188,14 @@ def run(args: argparse.Namespace) -> int:
                         for f, col in zip(outs, row, strict=True):
                             f.write(col)
                             f.write("\n")
+                        if original is not None:
+                            for f, col in zip(refs, original, strict=True):
+                                f.write(col)
+                                f.write("\n")
                         n_out += 1
                 bar.close()
             finally:
-                for f in outs:
+                for f in outs + refs:
                     f.close()
             if n_out == 0:
                 detail = ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())) or "no input lines"

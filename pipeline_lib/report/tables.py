@@ -2,8 +2,8 @@
 
 * Table 1 (Very Deep Transformers, Table 1): #param, T (TER, lower is better), M (METEOR), BLEU
   (tokenized, multi-bleu.perl convention), Δ BLEU against the baseline, plus sacreBLEU.
-* Table 2/4-style comparisons: architecture columns (layers, width, residual variant, init, BT) and
-  the configured metrics, Δ against the comparison's baseline.
+* Table 2/4-style comparisons: architecture columns (layers, width, residual variant, init, BT),
+  #param and updates trained, the configured metrics, Δ against the comparison's baseline.
 * Table 3: the pairwise paired-bootstrap matrix (+ / - / =).
 
 A run whose training diverged shows "diverged" instead of numbers. † marks a system whose sacreBLEU
@@ -52,6 +52,12 @@ def fmt_params(n: int | None) -> str:
     if n >= 1e6:
         return f"{n / 1e6:.1f}M" if n < 1e8 else f"{n / 1e6:.0f}M"
     return f"{n / 1e3:.0f}K"
+
+
+def fmt_updates(run: Run) -> str:
+    """Updates trained (for a diverged run: the update it stopped at), so budgets are visible."""
+    update = run.status.get("update")
+    return "–" if update is None else f"{int(update):,}"
 
 
 def bleu_metric(runs: list[Run]) -> str:
@@ -202,7 +208,7 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
     metrics = [m for m in metrics if m != "tok_bleu" or any(r.metric("tok_bleu") is not None for r in rows)]
     delta_metric = bleu_metric(rows)
     lines = [f"## {comp.get('title', comp['name'])}", ""]
-    header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param"]
+    header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param", "Updates"]
     header += [METRIC_HEADERS[m] for m in metrics] + ["Δ"]
     lines += [_row(header), _row([":---"] + ["---:"] * 2 + [":---:"] * 4 + ["---:"] * (len(header) - 7))]
     for run in rows:
@@ -216,6 +222,7 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
             info.get("init", "xavier"),
             "yes" if info.get("backtranslation") else "no",
             fmt_params(run.parameters),
+            fmt_updates(run),
         ]
         if run.diverged:
             cells += ["diverged"] * len(metrics) + ["–"]

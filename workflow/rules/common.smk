@@ -224,6 +224,22 @@ def recipe(name):
     return {**config["recipes"][exp["recipe"]], **exp.get("overrides", {})}
 
 
+ARCH_D_MODEL = {"base": 512, "big": 1024, "768": 768}
+
+
+def train_priority(wildcards):
+    """Longest planned run first (updates x layers x d^2; an epoch counts as 1,000 updates), so that
+    on a machine with few cores a long run does not start last and stretch the wall time.
+    """
+    exp = EXPERIMENTS[wildcards.exp]
+    rec = recipe(wildcards.exp)
+    width = config["widths"][exp["width"]]
+    d_model = width.get("d_model") or ARCH_D_MODEL[width["arch"]]
+    updates = rec.get("max_update") or 1000 * rec.get("max_epoch", 1)
+    layers = exp["encoder_layers"] + exp["decoder_layers"]
+    return 1 + updates * layers * d_model**2 // 10**6
+
+
 def data_key(name):
     """The binarized data an experiment trains on: its dataset, or the back-translation mix."""
     exp = EXPERIMENTS[name]
@@ -463,14 +479,15 @@ def eval_dataset(name):
 
 
 def reference(name, split=None):
-    """Detokenized reference of the evaluated split (the raw text)."""
+    """Detokenized reference of the evaluated split: the original text of the pairs that survived
+    cleaning (preprocess writes it beside the tokenized split)."""
     _, tgt = exp_langs(name)
-    return f"{raw_dir(eval_dataset(name))}/{split or SPLIT}.{tgt}"
+    return f"{data_dir(eval_dataset(name), 'tok')}/{split or SPLIT}.ref.{tgt}"
 
 
-def tok_reference(name):
-    _, tgt = exp_langs(name)
-    return f"{data_dir(eval_dataset(name), 'tok')}/{SPLIT}.{tgt}"
+def ref_marker(ds):
+    """preprocess's marker: it writes the <split>.ref.<lang> references with the tokenized text."""
+    return f"{data_dir(ds, 'tok')}/meta.json"
 
 
 def split_size(bin_meta, split):
@@ -553,7 +570,7 @@ def significance_inputs(wildcards):
     base, systems, _ = SIGNIFICANCE[wildcards.table]
     return {
         "hyps": [hyp_file(n) for n in [base, *systems]],
-        "data": raw_marker(eval_dataset(base)),  # the reference is raw/<split>.<tgt>
+        "data": ref_marker(eval_dataset(base)),
     }
 
 
@@ -762,7 +779,10 @@ def score_flags(wildcards):
 def analysis_inputs(wildcards):
     systems = analysis_systems()
     ds = eval_dataset(systems[0])
-    return {"hyps": [hyp_file(n) for n in systems], "data": raw_marker(ds)}
+    return {
+        "hyps": [hyp_file(n) for n in systems],
+        "data": [*raw_marker(ds), ref_marker(ds)],
+    }
 
 
 def analysis_flags(wildcards):
@@ -772,7 +792,7 @@ def analysis_flags(wildcards):
     return flags(
         [
             ("ref", reference(systems[0])),
-            ("src", f"{raw_dir(ds)}/{SPLIT}.{src}"),
+            ("src", f"{data_dir(ds, 'tok')}/{SPLIT}.ref.{src}"),
             ("train-target", f"{raw_dir(ds)}/train.{tgt}"),
             ("systems", [f"{n}={hyp_file(n)}" for n in systems]),
         ]

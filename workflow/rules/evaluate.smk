@@ -5,10 +5,7 @@ rule score:
     input:
         hyp=f"{R}/experiments/{{exp}}/{{split}}.hyp",
         status=f"{W}/experiments/{{exp}}/status.json",
-        data=lambda wc: [
-            *raw_marker(eval_dataset(wc.exp)),
-            f"{data_dir(eval_dataset(wc.exp), 'tok')}/meta.json",
-        ],
+        data=lambda wc: ref_marker(eval_dataset(wc.exp)),
     output:
         report(
             f"{R}/experiments/{{exp}}/{{split}}.score.json",

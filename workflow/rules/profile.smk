@@ -11,6 +11,7 @@ rule profile_admin:
         "logs/profile_admin/{exp}.log",
     wildcard_constraints:
         exp=regex([n for n, e in EXPERIMENTS.items() if e["residual"] == "admin"]),
+    priority: train_priority
     conda:
         CONDA_ENV
     threads: config["threads"]["train"]

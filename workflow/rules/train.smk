@@ -13,6 +13,7 @@ rule train:
         "logs/train/{exp}.log",
     wildcard_constraints:
         exp=regex(plain_names()),
+    priority: train_priority
     conda:
         CONDA_ENV
     threads: config["threads"]["train"]
