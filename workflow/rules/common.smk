@@ -12,6 +12,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.report import diverged as DIV
 from pipeline_lib.slurm_launch import TrainShape
 
@@ -224,9 +225,6 @@ def recipe(name):
     return {**config["recipes"][exp["recipe"]], **exp.get("overrides", {})}
 
 
-ARCH_D_MODEL = {"base": 512, "big": 1024, "768": 768}
-
-
 def train_priority(wildcards):
     """Longest planned run first (updates x layers x d^2; an epoch counts as 1,000 updates), so that
     on a machine with few cores a long run does not start last and stretch the wall time.
@@ -234,7 +232,7 @@ def train_priority(wildcards):
     exp = EXPERIMENTS[wildcards.exp]
     rec = recipe(wildcards.exp)
     width = config["widths"][exp["width"]]
-    d_model = width.get("d_model") or ARCH_D_MODEL[width["arch"]]
+    d_model = width.get("d_model") or ARCH_PRESETS[width["arch"]][0]
     updates = rec.get("max_update") or 1000 * rec.get("max_epoch", 1)
     layers = exp["encoder_layers"] + exp["decoder_layers"]
     return 1 + updates * layers * d_model**2 // 10**6
