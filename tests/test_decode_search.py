@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.decode.search import BOS, EOS, PAD, SearchConfig, beam_search, sample_search
+from pipeline_lib.decode.search import BOS, EOS, PAD, SearchConfig, beam_search, parent_slots, sample_search
 from pipeline_lib.decode.translator import collate_sources, plan_decode_batches, translate
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.config import ModelConfig
@@ -53,6 +53,21 @@ def test_cached_equals_uncached(residual):
     greedy_c = sample_search(model, src, SearchConfig(beam=1, max_len_b=12, use_cache=True))
     greedy_p = sample_search(model, src, SearchConfig(beam=1, max_len_b=12, use_cache=False))
     assert [g[0].tokens for g in greedy_c] == [g[0].tokens for g in greedy_p]
+
+
+def test_parent_slots_keep_each_parents_best_child_in_its_row():
+    rng = np.random.default_rng(0)
+    k = 5
+    parents = torch.tensor(rng.integers(0, k, size=(200, k)))
+    perm = parent_slots(parents)
+    assert torch.equal(perm.sort(dim=1).values, torch.arange(k).expand(200, k))  # a permutation per block
+    placed = parents.gather(1, perm)  # parent of the survivor now in each row
+    for row_parents, ranks, par in zip(placed.tolist(), perm.tolist(), parents.tolist(), strict=True):
+        for p in set(par):
+            assert row_parents[p] == p and ranks[p] == par.index(p)  # best child in the parent's row
+        moved = [r for r in range(k) if row_parents[r] != r]
+        assert moved == sorted(set(range(k)) - set(par))  # the others fill the childless rows...
+        assert [ranks[r] for r in moved] == sorted(ranks[r] for r in moved)  # ...in rank order
 
 
 def test_beam_one_equals_greedy():

@@ -7,6 +7,7 @@ import torch
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model import ModelConfig, build_model
+from pipeline_lib.model.kv_cache import SelfAttentionCache
 
 VARIANTS = [("post_ln", "pre"), ("pre_ln", "pre"), ("admin", "pre"), ("dlcl", "pre"), ("dlcl", "post")]
 
@@ -151,3 +152,30 @@ def test_grouped_cache_matches_per_beam_copies_and_reorders(residual: str, dlcl_
     a = model.decode(prev[:, :4], copies, plain)
     b = model.decode(prev[:, :4], enc, grouped)
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("order", [[0, 1, 1, 3, 4, 4], [0, 0, 2, 3, 4, 5], [5, 1, 2, 3, 4, 0]])
+def test_in_place_row_copies_equal_a_full_reorder(order: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beam search's usual reorder (each parent keeps its row; a few rows take a sibling's history)
+    copies only the changed rows, in place; decoding must go on exactly as after a full reorder."""
+    torch.manual_seed(0)
+    model = build_model(tiny()).eval()
+    enc = model.encode(torch.randint(4, 40, (1, 5)))  # six beams of one sentence
+    prev = torch.randint(4, 40, (6, 5))
+    in_place, full = model.new_cache(group=6), model.new_cache(group=6)
+    index = torch.tensor(order)
+    copies = []
+    original = SelfAttentionCache.copy_rows
+    monkeypatch.setattr(
+        SelfAttentionCache, "copy_rows", lambda c, s, d: copies.append(d) or original(c, s, d)
+    )
+    for t in range(3):
+        a = model.decode(prev[:, : t + 1], enc, in_place)
+        b = model.decode(prev[:, : t + 1], enc, full)
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+        before = in_place.layers[0].self_attn.key.clone()
+        in_place.reorder(index, cross=False)  # at most half the rows change: copied in place
+        full.reorder(index, cross=True)  # a full copy of every row (and of the encoder K/V)
+        torch.testing.assert_close(in_place.layers[0].self_attn.key, before[index], atol=0, rtol=0)
+        prev = prev.index_select(0, index)
+    assert len(copies) == 3 * len(in_place.layers)  # the in-place path did run

@@ -234,6 +234,7 @@ def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) 
             min_max = int(alive_max.min())
             active, cand_rows = active[keep], cand_rows[keep]
             cand_scores, cand_tokens, is_eos = cand_scores[keep], cand_tokens[keep], is_eos[keep]
+        active = active.gather(1, parent_slots(cand_beams.gather(1, active)))
         order = cand_rows.gather(1, active).view(-1)
         new_scores = cand_scores.gather(1, active)
         # A </s> that had to be kept (vocabulary smaller than 2k) must never win.
@@ -245,6 +246,26 @@ def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) 
         dec.reorder(order, shrink)
 
     return _collect(fin_tokens, fin_cum, fin_score, fin_len, fin_count, cfg.nbest)
+
+
+def parent_slots(parents: Tensor) -> Tensor:
+    """Where each survivor of a step goes within its sentence's block of beam rows.
+
+    ``parents`` (n, k) holds the survivors' parent beams, best survivor first. The result ``perm``
+    lists, for each row of the block, which survivor takes it: every parent's best child stays in
+    the parent's own row, and the remaining children fill the rows of parents that left no child,
+    in rank order. The row order of a block carries no meaning for the search, but rows that keep
+    their history need no K/V cache copy (DecoderCache.reorder)."""
+    n, k = parents.shape
+    onehot = F.one_hot(parents, k)  # (n, survivor, parent)
+    earlier_siblings = (onehot.cumsum(dim=1) - onehot).mul_(onehot).sum(dim=2)
+    first = earlier_siblings.eq(0)
+    childless = onehot.amax(dim=1).eq(0)  # (n, row)
+    slots = torch.arange(k, device=parents.device).expand(n, k)
+    free_rows = torch.sort(childless.logical_not().long() * k + slots, dim=1).values % k  # childless first
+    later = (~first).long().cumsum(dim=1) - 1  # rank among the non-first children
+    row_of = torch.where(first, parents, free_rows.gather(1, later.clamp(min=0)))
+    return torch.empty_like(parents).scatter_(1, row_of, slots)
 
 
 def _collect(

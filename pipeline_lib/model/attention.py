@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pipeline_lib.model.kv_cache import EncoderKeyValues, SelfAttentionCache
+
 # Below this many query rows per (batch, head), plain matmul + softmax beats the CPU flash kernel
 # (incremental decoding attends with one query per step).
 SMALL_QUERY = 16
@@ -27,84 +29,20 @@ def avoid_cudnn_attention() -> None:
     torch.backends.cuda.enable_cudnn_sdp(False)
 
 
-def select_rows(tensor: Tensor, order: Tensor, out: Tensor | None = None) -> Tensor:
-    """tensor[order] along dim 0, on a 2-D view (several times faster than N-D on CPU); ``out``, when
-    it has the right shape, is reused instead of allocating (fresh multi-MB buffers page-fault)."""
-    rows = tensor.shape[0]
-    shape = (order.shape[0], *tensor.shape[1:])
-    reusable = out is not None and out.shape == shape and out.dtype == tensor.dtype and out is not tensor
-    if not reusable or (torch.is_grad_enabled() and tensor.requires_grad):
-        return tensor.reshape(rows, -1).index_select(0, order).view(shape)
-    torch.index_select(tensor.reshape(rows, -1), 0, order, out=out.view(order.shape[0], -1))
-    return out
-
-
-class KeyValueCache:
-    """Keys/values of one attention module across decoding steps, shaped (B, heads, T, head_dim).
-
-    Steps are written into a preallocated buffer that grows by doubling, so appending a step does
-    not copy the whole history as torch.cat would.
-    """
-
-    def __init__(self) -> None:
-        self._key: Tensor | None = None
-        self._value: Tensor | None = None
-        self._spare: tuple[Tensor | None, Tensor | None] = (None, None)  # reorder targets, reused
-        self.length = 0
-
-    @property
-    def key(self) -> Tensor | None:
-        return None if self._key is None else self._key[:, :, : self.length]
-
-    @property
-    def value(self) -> Tensor | None:
-        return None if self._value is None else self._value[:, :, : self.length]
-
-    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        new = key.shape[2]
-        if self._key is None or self.length + new > self._key.shape[2]:
-            capacity = max(32, 2 * (self.length + new))
-            self._key = self._grow(self._key, key, capacity)
-            self._value = self._grow(self._value, value, capacity)
-        self._key[:, :, self.length : self.length + new] = key
-        self._value[:, :, self.length : self.length + new] = value
-        self.length += new
-        return self.key, self.value
-
-    def _grow(self, old: Tensor | None, like: Tensor, capacity: int) -> Tensor:
-        batch, heads, _, dim = like.shape
-        buffer = like.new_empty(batch, heads, capacity, dim)
-        if old is not None and self.length:
-            buffer[:, :, : self.length] = old[:, :, : self.length]
-        return buffer
-
-    def reorder(self, order: Tensor) -> None:
-        if self._key is not None:
-            spare_key, spare_value = self._spare
-            self._spare = (self._key, self._value)
-            self._key = self._select_filled(self._key, order, spare_key)
-            self._value = self._select_filled(self._value, order, spare_value)
-
-    def _select_filled(self, buffer: Tensor, order: Tensor, out: Tensor | None) -> Tensor:
-        """buffer[order], copying only the filled steps: the buffer is up to twice as long as what it
-        holds, and this copy runs every step of a beam search for every layer (memory-bound)."""
-        if torch.is_grad_enabled() and buffer.requires_grad:
-            return buffer.index_select(0, order)  # out= cannot record a graph
-        shape = (order.shape[0], *buffer.shape[1:])
-        if out is None or out.shape != shape or out.dtype != buffer.dtype:
-            out = buffer.new_empty(shape)
-        n = self.length
-        torch.index_select(buffer[:, :, :n], 0, order, out=out[:, :, :n])
-        return out
-
-
 def _small_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
     """Plain attention for a few queries per (batch, head), in place where it can be: it runs for every
-    layer at every decoding step, where allocations and extra passes cost more than the arithmetic."""
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(q.shape[-1]))
+    layer at every decoding step, where allocations and extra passes cost more than the arithmetic.
+    (batch, heads) fold into one bmm batch; the caches' views fold without a copy, and a 3-D bmm on
+    them is faster on CPU than torch.matmul on the 4-D views."""
+    batch, heads, queries, dim = q.shape
+    keys = k.shape[2]
+    scores = torch.bmm(
+        q.reshape(batch * heads, queries, dim), k.reshape(batch * heads, keys, dim).transpose(1, 2)
+    ).mul_(1.0 / math.sqrt(dim))
     if mask is not None:
-        scores.masked_fill_(mask.logical_not(), float("-inf"))
-    return torch.matmul(torch.softmax(scores, dim=-1), v)
+        scores.view(batch, heads, queries, keys).masked_fill_(mask.logical_not(), float("-inf"))
+    context = torch.bmm(torch.softmax(scores, dim=-1), v.reshape(batch * heads, keys, dim))
+    return context.view(batch, heads, queries, dim)
 
 
 class MultiheadAttention(nn.Module):
@@ -137,7 +75,7 @@ class MultiheadAttention(nn.Module):
         key_value: Tensor | None = None,
         key_padding_mask: Tensor | None = None,
         causal: bool = False,
-        cache: KeyValueCache | None = None,
+        cache: SelfAttentionCache | EncoderKeyValues | None = None,
         group: int = 1,
     ) -> Tensor:
         """``group`` > 1 (cross-attention only): every `group` consecutive query rows share one row of
@@ -157,7 +95,7 @@ class MultiheadAttention(nn.Module):
                 k, v = self.kv_proj(key_value).chunk(2, dim=-1)
                 k, v = self._split_heads(k), self._split_heads(v)
                 if cache is not None:
-                    cache.append(k, v)
+                    k, v = cache.store(k, v)
             if group > 1:  # (B*g, H, T, D) -> (B, H, g*T, D)
                 q = q.view(batch // group, group, self.heads, time, self.head_dim).transpose(1, 2)
                 q = q.reshape(batch // group, self.heads, group * time, self.head_dim)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pipeline_lib.model.attention import KeyValueCache, MultiheadAttention
+from pipeline_lib.model.attention import MultiheadAttention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import Dropout
+from pipeline_lib.model.kv_cache import EncoderKeyValues, SelfAttentionCache
 from pipeline_lib.model.residual import ResidualVariant
 
 
@@ -45,8 +46,8 @@ class EncoderLayer(nn.Module):
 
 class DecoderLayerCache:
     def __init__(self, group: int = 1) -> None:
-        self.self_attn = KeyValueCache()
-        self.cross_attn = KeyValueCache()
+        self.self_attn = SelfAttentionCache()
+        self.cross_attn = EncoderKeyValues()
         self.group = group  # decoder rows per encoder row (beam size)
 
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from pipeline_lib.model.attention import select_rows
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.init import initialize
+from pipeline_lib.model.kv_cache import select_rows
 from pipeline_lib.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from pipeline_lib.model.residual import ResidualVariant, residual_variant
 
@@ -111,9 +111,22 @@ class DecoderCache:
         return order.view(-1, self.group)[:, 0].div(self.group, rounding_mode="floor")
 
     def reorder(self, order: Tensor, cross: bool = True) -> None:
-        """Reorder decoder rows; ``cross=False`` skips the encoder K/V (unchanged within a sentence)."""
+        """Reorder decoder rows; ``cross=False`` skips the encoder K/V (unchanged within a sentence).
+
+        When the batch keeps its rows and at most half of them change (beam search keeps each
+        parent's best child in the parent's row), only the changed rows are copied, in place: the
+        self-attention K/V copy is memory-bound and otherwise moves every row's history every step."""
+        rows = order.shape[0]
+        moved = None
+        if not cross and self.layers and rows == self.layers[0].self_attn.rows:
+            moved = order.ne(torch.arange(rows, device=order.device)).nonzero().squeeze(1)
+            if 2 * moved.numel() > rows:
+                moved = None
         for layer in self.layers:
-            layer.self_attn.reorder(order)
+            if moved is None:
+                layer.self_attn.reorder(order)
+            else:
+                layer.self_attn.copy_rows(order[moved], moved)
         if cross:
             encoder_order = self.group_order(order)
             for layer in self.layers:
