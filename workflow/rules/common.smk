@@ -476,11 +476,11 @@ def eval_dataset(name):
     return EXPERIMENTS[name]["dataset"]
 
 
-def reference(name, split=None):
-    """Detokenized reference of the evaluated split: the original text of the pairs that survived
-    cleaning (preprocess writes it beside the tokenized split)."""
-    _, tgt = exp_langs(name)
-    return f"{data_dir(eval_dataset(name), 'tok')}/{split or SPLIT}.ref.{tgt}"
+def reference(name, split=None, lang=None):
+    """Detokenized text of the evaluated split, target side unless ``lang``: the original text
+    of the surviving pairs (preprocess writes it beside the tokenized split)."""
+    lang = lang or exp_langs(name)[1]
+    return f"{data_dir(eval_dataset(name), 'tok')}/{split or SPLIT}.ref.{lang}"
 
 
 def ref_marker(ds):
@@ -790,7 +790,7 @@ def analysis_flags(wildcards):
     return flags(
         [
             ("ref", reference(systems[0])),
-            ("src", f"{data_dir(ds, 'tok')}/{SPLIT}.ref.{src}"),
+            ("src", reference(systems[0], lang=src)),
             ("train-target", f"{raw_dir(ds)}/train.{tgt}"),
             ("systems", [f"{n}={hyp_file(n)}" for n in systems]),
         ]
