@@ -171,6 +171,12 @@ class TransformerModel(nn.Module):
         self, prev_tokens: Tensor, encoder_out: EncoderOut, cache: DecoderCache | None = None
     ) -> Tensor:
         """Logits (B, T, V); with a cache only the newest position is computed (T = 1)."""
+        return self.output_projection(self.decode_features(prev_tokens, encoder_out, cache))
+
+    def decode_features(
+        self, prev_tokens: Tensor, encoder_out: EncoderOut, cache: DecoderCache | None = None
+    ) -> Tensor:
+        """The decoder's last hidden states (B, T, d), before the output projection."""
         start = 0
         if cache is not None:
             start = cache.step
@@ -178,11 +184,15 @@ class TransformerModel(nn.Module):
             cache.step += prev_tokens.shape[1]
         x = self.decoder.embed(prev_tokens, start)
         caches = cache.layers if cache is not None else None
-        x = self.decoder.run_layers(x, encoder_out.hidden, encoder_out.padding_mask, caches=caches)
-        return self.output_projection(x)
+        return self.decoder.run_layers(x, encoder_out.hidden, encoder_out.padding_mask, caches=caches)
 
-    def forward(self, src_tokens: Tensor, prev_tokens: Tensor) -> Tensor:
-        return self.decode(prev_tokens, self.encode(src_tokens))
+    def forward(self, src_tokens: Tensor, prev_tokens: Tensor, features_only: bool = False) -> Tensor:
+        """Logits (B, T, V), or with ``features_only`` the hidden states the output projection reads
+        (the trainer's chunked loss projects them itself)."""
+        encoder_out = self.encode(src_tokens)
+        if features_only:
+            return self.decode_features(prev_tokens, encoder_out)
+        return self.decode(prev_tokens, encoder_out)
 
     def new_cache(self, group: int = 1) -> DecoderCache:
         return DecoderCache(self.config.decoder_layers, group)

@@ -47,7 +47,7 @@ from pipeline_lib.train.checkpoint import LAST, copy_checkpoint, load_checkpoint
 from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
 from pipeline_lib.train.data import SplitData
 from pipeline_lib.train.distributed_env import DistributedEnv
-from pipeline_lib.train.loss import label_smoothed_nll_loss, ppl
+from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss, ppl
 from pipeline_lib.train.schedule import InverseSqrtSchedule
 from pipeline_lib.train.stall import UNIGRAM, unigram_entropy_bits
 
@@ -234,6 +234,9 @@ class Trainer:
         else:
             self.device = torch.device("cpu")
         self.amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.amp]
+        # fp32 CPU training projects and scores the output in token chunks (train/loss.py); on a GPU
+        # the whole-logits path (one cuBLAS call, fused softmax kernels) stays, as does AMP.
+        self.chunked_loss = self.device.type == "cpu" and self.amp_dtype is None
         self.distributed = env.is_distributed and torch_dist.is_available() and torch_dist.is_initialized()
         self.world = env.world_size if self.distributed else 1
         self.rank = env.rank if self.distributed else 0
@@ -468,9 +471,15 @@ class Trainer:
         seed = update_seed(self.cfg.seed, self.num_updates, (self.rank + 1) * 100_003 + index)
         return torch.Generator().manual_seed(seed)
 
-    def _forward_loss(self, batch: Batch) -> tuple[Tensor, Tensor]:
+    def _forward_loss(self, batch: Batch, module: nn.Module | None = None) -> tuple[Tensor, Tensor]:
+        """(loss_sum, nll_sum) of one batch through ``module`` (default: the DDP wrapper)."""
+        module = module or self.ddp
+        if self.chunked_loss:
+            hidden = module(batch.src_tokens, batch.prev_tokens, features_only=True)
+            weight = self.model.output_projection.weight
+            return output_layer_loss(hidden, weight, batch.target, self.cfg.label_smoothing, self.ctx.pad)
         with self._autocast():
-            logits = self.ddp(batch.src_tokens, batch.prev_tokens)
+            logits = module(batch.src_tokens, batch.prev_tokens)
         return label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
 
     def _accumulate_in_threads(self, batches: list[Batch], scale: float) -> tuple[Tensor, Tensor]:
@@ -532,9 +541,7 @@ class Trainer:
         loss_sum = nll_sum = ntokens = 0.0
         for indices in plan[self.rank :: self.world]:
             batch = data.collate(indices).to(self.device)
-            with self._autocast():
-                logits = self.model(batch.src_tokens, batch.prev_tokens)
-            loss, nll = label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
+            loss, nll = self._forward_loss(batch, self.model)
             loss_sum += float(loss)
             nll_sum += float(nll)
             ntokens += batch.ntokens
