@@ -10,7 +10,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.decode.search import BOS, EOS, PAD, SearchConfig, beam_search, parent_slots, sample_search
+from pipeline_lib.decode.search import (
+    BOS,
+    EOS,
+    PAD,
+    SearchConfig,
+    beam_search,
+    fill_holes,
+    parent_slots,
+    sample_search,
+)
 from pipeline_lib.decode.translator import collate_sources, plan_decode_batches, translate
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.config import ModelConfig
@@ -68,6 +77,19 @@ def test_parent_slots_keep_each_parents_best_child_in_its_row():
         moved = [r for r in range(k) if row_parents[r] != r]
         assert moved == sorted(set(range(k)) - set(par))  # the others fill the childless rows...
         assert [ranks[r] for r in moved] == sorted(ranks[r] for r in moved)  # ...in rank order
+
+
+def test_fill_holes_moves_only_the_survivors_beyond_the_new_end():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        done = torch.tensor(rng.random(int(rng.integers(1, 12))) < 0.4)
+        order = fill_holes(done).tolist()
+        survivors = (~done).nonzero().squeeze(1).tolist()
+        assert sorted(order) == survivors  # every survivor, once
+        n = len(survivors)
+        assert all(order[i] == i for i in survivors if i < n)  # those still inside stay put
+        movers = [order[i] for i in range(n) if done[i]]
+        assert movers == sorted(i for i in survivors if i >= n)  # the rest fill the holes, in order
 
 
 def test_beam_one_equals_greedy():

@@ -221,7 +221,7 @@ def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) 
             fin_len[orig, sl] = step + 1
             fin_count.index_add_(0, orig, torch.ones_like(orig))
         done = fin_count[alive].ge(k) | alive_max.le(step)
-        keep = (~done).nonzero().squeeze(1)
+        keep = fill_holes(done)
         if keep.numel() == 0:
             break
 
@@ -246,6 +246,20 @@ def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) 
         dec.reorder(order, shrink)
 
     return _collect(fin_tokens, fin_cum, fin_score, fin_len, fin_count, cfg.nbest)
+
+
+def fill_holes(done: Tensor) -> Tensor:
+    """The unfinished positions of ``done`` in the order they take in the shrunk batch: a survivor
+    keeps its position when that still exists, and the survivors beyond the new end move into the
+    places of finished ones. Batch order carries no meaning for the search, and rows that stay put
+    need no K/V cache copy (DecoderCache.reorder); shifting every later sentence down would move
+    nearly all rows."""
+    keep = (~done).nonzero().squeeze(1)
+    n = keep.numel()
+    order = torch.arange(n, device=done.device)
+    holes = done[:n].nonzero().squeeze(1)
+    order[holes] = keep[n - holes.numel() :]  # keep is sorted: its tail lies beyond the new end
+    return order
 
 
 def parent_slots(parents: Tensor) -> Tensor:
@@ -339,7 +353,7 @@ def sample_search(
             fin_tokens[orig, step] = EOS
             fin_lps[orig, : step + 1] = lps[fin, : step + 1]
             fin_len[orig] = step + 1
-            keep = (~done).nonzero().squeeze(1)
+            keep = fill_holes(done)
             if keep.numel() == 0:
                 break
             alive, alive_max = alive[keep], alive_max[keep]

@@ -6,18 +6,39 @@ differs because the two are used differently:
 
 * ``SelfAttentionCache`` grows by one step per decoding step and is reordered every step (beam
   search). It is stored time-major, (capacity, batch, heads, head_dim): the filled part is one
-  contiguous block whatever the capacity, appending writes one contiguous slab, and reordering
-  copies ``filled x rows`` elements and nothing else. A batch-major buffer, (batch, heads, capacity,
-  head_dim), would hand ``bmm`` matrices that sit ``capacity`` steps apart, which took it 2-3x as long
-  on CPU (bench/decode_throughput.py).
+  block whatever the capacity, and appending writes one slab. A batch-major buffer, (batch, heads,
+  capacity, head_dim), would hand ``bmm`` matrices that sit ``capacity`` steps apart, which took it
+  2-3x as long on CPU (bench/decode_throughput.py).
 * ``EncoderKeyValues`` is computed once per batch from the encoder output and only shrinks when
   sentences finish: stored contiguous, batch-major.
+
+Reorders copy only the rows that change, in place, when they are at most half of the new rows
+(``changed_rows``); a batch that shrinks that way keeps its buffers and uses their first rows.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+
+def changed_rows(order: Tensor, rows: int) -> Tensor | None:
+    """Positions ``i`` with ``order[i] != i``, when a reorder of ``rows`` rows into ``order`` can run
+    in place: the batch does not grow and at most half of its new rows change. None otherwise."""
+    if order.shape[0] > rows:
+        return None
+    moved = order.ne(torch.arange(order.shape[0], device=order.device)).nonzero().squeeze(1)
+    return moved if 2 * moved.numel() <= order.shape[0] else None
+
+
+def reorder_rows(tensor: Tensor, order: Tensor, moved: Tensor | None) -> Tensor:
+    """tensor[order] along dim 0. With ``moved`` (``changed_rows``), in place: only the moved rows are
+    copied, and the result is a view of ``tensor``'s first ``len(order)`` rows."""
+    if moved is None:
+        return select_rows(tensor, order)
+    if moved.numel():
+        tensor.index_copy_(0, moved, tensor.index_select(0, order[moved]))
+    return tensor[: order.shape[0]]
 
 
 def select_rows(tensor: Tensor, order: Tensor, out: Tensor | None = None) -> Tensor:
@@ -36,22 +57,21 @@ class SelfAttentionCache:
     """Self-attention keys/values of the steps decoded so far, for each decoder row."""
 
     def __init__(self) -> None:
-        self._key: Tensor | None = None  # (capacity, batch, heads, head_dim)
+        # (capacity, row capacity, heads, head_dim): rows [0, self.rows) are live; the rest are left
+        # behind by in-place shrinking (``reorder`` with ``moved``)
+        self._key: Tensor | None = None
         self._value: Tensor | None = None
         self._spare: tuple[Tensor | None, Tensor | None] = (None, None)  # reorder targets, reused
         self.length = 0
-
-    @property
-    def rows(self) -> int:
-        return 0 if self._key is None else self._key.shape[1]
+        self.rows = 0
 
     @property
     def key(self) -> Tensor | None:
-        return None if self._key is None else self._key[: self.length].permute(1, 2, 0, 3)
+        return None if self._key is None else self._key[: self.length, : self.rows].permute(1, 2, 0, 3)
 
     @property
     def value(self) -> Tensor | None:
-        return None if self._value is None else self._value[: self.length].permute(1, 2, 0, 3)
+        return None if self._value is None else self._value[: self.length, : self.rows].permute(1, 2, 0, 3)
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Add (batch, heads, new, head_dim) keys/values; returns the whole history in that shape."""
@@ -60,8 +80,9 @@ class SelfAttentionCache:
             capacity = max(32, 2 * (self.length + new))
             self._key = self._grow(self._key, key, capacity)
             self._value = self._grow(self._value, value, capacity)
-        self._key[self.length : self.length + new] = key.permute(2, 0, 1, 3)
-        self._value[self.length : self.length + new] = value.permute(2, 0, 1, 3)
+            self.rows = key.shape[0]
+        self._key[self.length : self.length + new, : self.rows] = key.permute(2, 0, 1, 3)
+        self._value[self.length : self.length + new, : self.rows] = value.permute(2, 0, 1, 3)
         self.length += new
         return self.key, self.value
 
@@ -69,17 +90,23 @@ class SelfAttentionCache:
         batch, heads, _, dim = like.shape
         buffer = like.new_empty(capacity, batch, heads, dim)
         if old is not None and self.length:
-            buffer[: self.length] = old[: self.length]
+            buffer[: self.length] = old[: self.length, : self.rows]
         return buffer
 
-    def reorder(self, order: Tensor) -> None:
-        """Rows become ``order``'s rows (the batch may shrink); copies into a spare buffer."""
+    def reorder(self, order: Tensor, moved: Tensor | None = None) -> None:
+        """Rows become ``order``'s rows (the batch may shrink). With ``moved`` (``changed_rows``) only
+        those rows are copied, in place, and the live rows become a prefix of the buffer; otherwise
+        every row is copied into a spare buffer."""
         if self._key is None:
             return
-        spare_key, spare_value = self._spare
-        self._spare = (self._key, self._value)
-        self._key = self._select_filled(self._key, order, spare_key)
-        self._value = self._select_filled(self._value, order, spare_value)
+        if moved is not None:
+            self.copy_rows(order[moved], moved)
+        else:
+            spare_key, spare_value = self._spare
+            self._spare = (self._key, self._value)
+            self._key = self._select_filled(self._key, order, spare_key)
+            self._value = self._select_filled(self._value, order, spare_value)
+        self.rows = order.shape[0]
 
     def copy_rows(self, source: Tensor, dest: Tensor) -> None:
         """In place: row ``dest[i]`` takes the history of row ``source[i]``; other rows are untouched.
@@ -110,10 +137,18 @@ class EncoderKeyValues:
         self.key: Tensor | None = None
         self.value: Tensor | None = None
 
+    @property
+    def rows(self) -> int:
+        return 0 if self.key is None else self.key.shape[0]
+
     def store(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         self.key, self.value = key.contiguous(), value.contiguous()
         return self.key, self.value
 
-    def reorder(self, order: Tensor) -> None:
+    def reorder(self, order: Tensor, moved: Tensor | None = None) -> None:
+        """Rows become ``order``'s rows; in place on a prefix with ``moved`` (``changed_rows``)."""
         if self.key is not None:
-            self.key, self.value = select_rows(self.key, order), select_rows(self.value, order)
+            self.key, self.value = (
+                reorder_rows(self.key, order, moved),
+                reorder_rows(self.value, order, moved),
+            )

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.init import initialize
-from pipeline_lib.model.kv_cache import select_rows
+from pipeline_lib.model.kv_cache import changed_rows, reorder_rows
 from pipeline_lib.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from pipeline_lib.model.residual import ResidualVariant, residual_variant
 
@@ -89,7 +89,12 @@ class EncoderOut:
     padding_mask: Tensor  # (B, S) bool, True at padding
 
     def reorder(self, order: Tensor) -> EncoderOut:
-        return EncoderOut(select_rows(self.hidden, order), self.padding_mask.index_select(0, order))
+        """Rows become ``order``'s rows. When few rows change (sentences leaving a beam search), the
+        rows are copied in place, into this output's own tensors, and the result views a prefix."""
+        moved = changed_rows(order, self.hidden.shape[0])
+        return EncoderOut(
+            reorder_rows(self.hidden, order, moved), reorder_rows(self.padding_mask, order, moved)
+        )
 
 
 class DecoderCache:
@@ -113,24 +118,20 @@ class DecoderCache:
     def reorder(self, order: Tensor, cross: bool = True) -> None:
         """Reorder decoder rows; ``cross=False`` skips the encoder K/V (unchanged within a sentence).
 
-        When the batch keeps its rows and at most half of them change (beam search keeps each
-        parent's best child in the parent's row), only the changed rows are copied, in place: the
+        When at most half of the rows change, only those are copied, in place (``changed_rows``):
+        beam search keeps each parent's best child in the parent's row, and when sentences finish it
+        moves the last sentences into their places rather than shifting every row down. The
         self-attention K/V copy is memory-bound and otherwise moves every row's history every step."""
-        rows = order.shape[0]
-        moved = None
-        if not cross and self.layers and rows == self.layers[0].self_attn.rows:
-            moved = order.ne(torch.arange(rows, device=order.device)).nonzero().squeeze(1)
-            if 2 * moved.numel() > rows:
-                moved = None
+        if not self.layers:
+            return
+        moved = changed_rows(order, self.layers[0].self_attn.rows)
         for layer in self.layers:
-            if moved is None:
-                layer.self_attn.reorder(order)
-            else:
-                layer.self_attn.copy_rows(order[moved], moved)
+            layer.self_attn.reorder(order, moved)
         if cross:
             encoder_order = self.group_order(order)
+            moved = changed_rows(encoder_order, self.layers[0].cross_attn.rows)
             for layer in self.layers:
-                layer.cross_attn.reorder(encoder_order)
+                layer.cross_attn.reorder(encoder_order, moved)
 
 
 class TransformerModel(nn.Module):
