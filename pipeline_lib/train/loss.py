@@ -42,51 +42,56 @@ def _default_chunk_rows(vocab: int) -> int:
     return max(256, 2**20 // vocab)
 
 
-def _chunk_sums(
-    logits: Tensor, target: Tensor, mask: Tensor, epsilon: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    """(loss_sum, nll_sum, logsumexp per row) of one chunk, without building log-probabilities."""
+def _chunk_loss(
+    logits: Tensor, target: Tensor, pad: int, epsilon: float, gradient: bool
+) -> tuple[Tensor, Tensor]:
+    """(loss_sum, nll_sum) of one chunk, computed in place in ``logits``; with ``gradient`` the chunk
+    is left holding d loss / d logits:
+
+        mask * (softmax - eps_i - (1 - eps - eps_i) * onehot(target))
+
+    (the per-class weights, 1 - eps - eps_i on the target and eps_i everywhere, sum to one)."""
     vocab = logits.shape[1]
-    lse = torch.logsumexp(logits, dim=1)
-    nll = ((lse - logits.gather(1, target.unsqueeze(1)).squeeze(1)) * mask).sum()
-    if epsilon == 0.0:
-        return nll, nll, lse
     eps_i = epsilon / (vocab - 1)
-    smooth = ((vocab * lse - logits.sum(dim=1)) * mask).sum()
-    return (1.0 - epsilon - eps_i) * nll + eps_i * smooth, nll, lse
+    mask = target.ne(pad).to(logits.dtype)
+    target_logit = logits.gather(1, target.unsqueeze(1)).squeeze(1)
+    row_sum = logits.sum(dim=1) if epsilon else None
+    peak = logits.amax(dim=1, keepdim=True)
+    probs = logits.sub_(peak).exp_()  # unnormalised: no log-probabilities are ever built
+    total = probs.sum(dim=1)
+    lse = total.log().add_(peak.squeeze(1))
+    nll = ((lse - target_logit) * mask).sum()
+    loss = nll
+    if row_sum is not None:
+        loss = (1.0 - epsilon - eps_i) * nll + eps_i * ((vocab * lse - row_sum) * mask).sum()
+    if gradient:
+        probs.mul_((mask / total).unsqueeze(1))
+        if eps_i:
+            probs.sub_((eps_i * mask).unsqueeze(1))
+        probs.scatter_add_(1, target.unsqueeze(1), (-(1.0 - epsilon - eps_i) * mask).unsqueeze(1))
+    return loss, nll
 
 
 class _ChunkedOutputLoss(torch.autograd.Function):
-    """Forward computes the loss *and* its gradients chunk by chunk; backward only scales them.
-
-    d loss / d logits = mask * (softmax - eps_i - (1 - eps - eps_i) * onehot(target)), since the
-    per-class weights (1 - eps - eps_i on the target, eps_i everywhere) sum to one.
-    """
+    """Forward computes the loss *and* its gradients chunk by chunk; backward only scales them."""
 
     @staticmethod
     def forward(  # type: ignore[override]
         ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad: int, chunk_rows: int
     ) -> tuple[Tensor, Tensor]:
-        vocab = weight.shape[0]
-        eps_i = epsilon / (vocab - 1)
         grad_hidden = torch.empty_like(hidden)
         grad_weight = torch.zeros_like(weight)
-        loss = hidden.new_zeros((), dtype=torch.float32)
-        nll = hidden.new_zeros((), dtype=torch.float32)
+        chunk = hidden.new_empty(min(chunk_rows, hidden.shape[0]), weight.shape[0])  # reused
+        loss = hidden.new_zeros(())
+        nll = hidden.new_zeros(())
         for start in range(0, hidden.shape[0], chunk_rows):
             rows, tgt = hidden[start : start + chunk_rows], target[start : start + chunk_rows]
-            logits = torch.mm(rows, weight.t())
-            mask = tgt.ne(pad)
-            chunk_loss, chunk_nll, lse = _chunk_sums(logits, tgt, mask, epsilon)
+            logits = torch.mm(rows, weight.t(), out=chunk[: rows.shape[0]])
+            chunk_loss, chunk_nll = _chunk_loss(logits, tgt, pad, epsilon, gradient=True)
             loss += chunk_loss
             nll += chunk_nll
-            grad = logits.sub_(lse.unsqueeze(1)).exp_()  # the chunk's logits become its gradient
-            if eps_i:
-                grad.sub_(eps_i)
-            grad[torch.arange(grad.shape[0], device=grad.device), tgt] -= 1.0 - epsilon - eps_i
-            grad.mul_(mask.unsqueeze(1))
-            torch.mm(grad, weight, out=grad_hidden[start : start + chunk_rows])
-            grad_weight.addmm_(grad.t(), rows)
+            torch.mm(logits, weight, out=grad_hidden[start : start + chunk_rows])
+            grad_weight.addmm_(logits.t(), rows)
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -118,11 +123,12 @@ def output_layer_loss(
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
         loss, nll = _ChunkedOutputLoss.apply(flat_hidden, weight, flat_target, epsilon, pad, chunk_rows)
         return loss, nll
-    loss = nll = flat_hidden.new_zeros((), dtype=torch.float32)
+    loss = nll = flat_hidden.new_zeros(())
     for start in range(0, flat_hidden.shape[0], chunk_rows):
-        tgt = flat_target[start : start + chunk_rows]
         logits = torch.mm(flat_hidden[start : start + chunk_rows], weight.t())
-        chunk_loss, chunk_nll, _ = _chunk_sums(logits, tgt, tgt.ne(pad), epsilon)
+        chunk_loss, chunk_nll = _chunk_loss(
+            logits, flat_target[start : start + chunk_rows], pad, epsilon, False
+        )
         loss, nll = loss + chunk_loss, nll + chunk_nll
     return loss, nll
 
