@@ -23,7 +23,7 @@ class FeedForward(nn.Module):
         return [self.fc1]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
+        return self.fc2(self.activation_dropout(F.relu(self.fc1(x), inplace=True)))
 
 
 class EncoderLayer(nn.Module):
