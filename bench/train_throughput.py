@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline_lib.allocator import keep_freed_memory
 from pipeline_lib.data.indexed import split_prefix, write_dataset
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.train.config import TrainConfig
@@ -69,6 +70,8 @@ def sync(device: torch.device) -> None:
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
+    if args.device == "cpu":
+        keep_freed_memory()  # as `train` does on CPU
     with tempfile.TemporaryDirectory() as tmp:
         bin_dir = Path(tmp) / "bin"
         pairs = max(4000, (args.warmup + args.updates + 3) * args.max_tokens // 20)
