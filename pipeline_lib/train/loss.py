@@ -72,6 +72,28 @@ def _chunk_loss(
     return loss, nll
 
 
+def _chunked(
+    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad: int, chunk_rows: int, gradient: bool
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """(loss_sum, nll_sum, d hidden, d weight) over (tokens, d) ``hidden``, ``chunk_rows`` tokens at a
+    time in one reused logits buffer; the gradients are None without ``gradient``."""
+    grad_hidden = torch.empty_like(hidden) if gradient else None
+    grad_weight = torch.zeros_like(weight) if gradient else None
+    chunk = hidden.new_empty(min(chunk_rows, hidden.shape[0]), weight.shape[0])
+    loss = hidden.new_zeros(())
+    nll = hidden.new_zeros(())
+    for start in range(0, hidden.shape[0], chunk_rows):
+        rows, tgt = hidden[start : start + chunk_rows], target[start : start + chunk_rows]
+        logits = torch.mm(rows, weight.t(), out=chunk[: rows.shape[0]])
+        chunk_loss, chunk_nll = _chunk_loss(logits, tgt, pad, epsilon, gradient)
+        loss += chunk_loss
+        nll += chunk_nll
+        if grad_hidden is not None and grad_weight is not None:
+            torch.mm(logits, weight, out=grad_hidden[start : start + chunk_rows])
+            grad_weight.addmm_(logits.t(), rows)
+    return loss, nll, grad_hidden, grad_weight
+
+
 class _ChunkedOutputLoss(torch.autograd.Function):
     """Forward computes the loss *and* its gradients chunk by chunk; backward only scales them."""
 
@@ -79,19 +101,7 @@ class _ChunkedOutputLoss(torch.autograd.Function):
     def forward(  # type: ignore[override]
         ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad: int, chunk_rows: int
     ) -> tuple[Tensor, Tensor]:
-        grad_hidden = torch.empty_like(hidden)
-        grad_weight = torch.zeros_like(weight)
-        chunk = hidden.new_empty(min(chunk_rows, hidden.shape[0]), weight.shape[0])  # reused
-        loss = hidden.new_zeros(())
-        nll = hidden.new_zeros(())
-        for start in range(0, hidden.shape[0], chunk_rows):
-            rows, tgt = hidden[start : start + chunk_rows], target[start : start + chunk_rows]
-            logits = torch.mm(rows, weight.t(), out=chunk[: rows.shape[0]])
-            chunk_loss, chunk_nll = _chunk_loss(logits, tgt, pad, epsilon, gradient=True)
-            loss += chunk_loss
-            nll += chunk_nll
-            torch.mm(logits, weight, out=grad_hidden[start : start + chunk_rows])
-            grad_weight.addmm_(logits.t(), rows)
+        loss, nll, grad_hidden, grad_weight = _chunked(hidden, weight, target, epsilon, pad, chunk_rows, True)
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -123,13 +133,7 @@ def output_layer_loss(
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
         loss, nll = _ChunkedOutputLoss.apply(flat_hidden, weight, flat_target, epsilon, pad, chunk_rows)
         return loss, nll
-    loss = nll = flat_hidden.new_zeros(())
-    for start in range(0, flat_hidden.shape[0], chunk_rows):
-        logits = torch.mm(flat_hidden[start : start + chunk_rows], weight.t())
-        chunk_loss, chunk_nll = _chunk_loss(
-            logits, flat_target[start : start + chunk_rows], pad, epsilon, False
-        )
-        loss, nll = loss + chunk_loss, nll + chunk_nll
+    loss, nll, _, _ = _chunked(flat_hidden, weight, flat_target, epsilon, pad, chunk_rows, gradient=False)
     return loss, nll
 
 
