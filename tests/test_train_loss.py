@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pipeline_lib.model.linear import onednn_available
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss
 
 PAD = 0
@@ -31,14 +32,18 @@ def _loss_and_grads(fn, hidden, weight, scale: float = 1.0):
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.1])
 @pytest.mark.parametrize("chunk_rows", [1, 7, 50, 256])
-def test_chunked_loss_matches_the_whole_logits_loss(epsilon: float, chunk_rows: int) -> None:
+@pytest.mark.parametrize(
+    "onednn",
+    [False, pytest.param(True, marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))],
+)
+def test_chunked_loss_matches_the_whole_logits_loss(epsilon: float, chunk_rows: int, onednn: bool) -> None:
     hidden, weight, target = _inputs()
 
     def reference(h, w):
         return label_smoothed_nll_loss(F.linear(h, w), target, epsilon, PAD)
 
     def chunked(h, w):
-        return output_layer_loss(h, w, target, epsilon, PAD, chunk_rows=chunk_rows)
+        return output_layer_loss(h, w, target, epsilon, PAD, chunk_rows=chunk_rows, onednn=onednn)
 
     want = _loss_and_grads(reference, hidden, weight, scale=0.37)
     got = _loss_and_grads(chunked, hidden, weight, scale=0.37)

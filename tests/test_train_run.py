@@ -16,6 +16,7 @@ from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
 from pipeline_lib.cli import main  # noqa: E402
 from pipeline_lib.data.indexed import ParallelCorpus  # noqa: E402
 from pipeline_lib.decode.search import EOS  # noqa: E402
+from pipeline_lib.model.linear import onednn_available  # noqa: E402
 from pipeline_lib.train.checkpoint import load_checkpoint, load_model  # noqa: E402
 from pipeline_lib.train.stall import unigram_entropy_bits  # noqa: E402
 
@@ -139,6 +140,20 @@ def test_cpu_workers_give_the_sequential_update(bin_dir: Path, tmp_path: Path) -
         == 0
     )
     assert read_log(no_dropout)[0]["loss"] != pytest.approx(log1[0]["loss"], rel=1e-4)
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")
+def test_onednn_matmuls_train_like_mkl(bin_dir: Path, tmp_path: Path) -> None:
+    """--cpu-gemm onednn and mkl: the same run up to float rounding (pipeline_lib/model/linear.py)."""
+    runs = {}
+    for gemm in ("mkl", "onednn"):
+        save = tmp_path / gemm
+        assert main(train_args(bin_dir, save, "--max-update", "6", "--cpu-gemm", gemm)) == 0
+        runs[gemm] = (read_log(save), load_checkpoint(save / "checkpoint_last.pt")["model"])
+    (log_mkl, model_mkl), (log_onednn, model_onednn) = runs["mkl"], runs["onednn"]
+    assert [r["loss"] for r in log_onednn] == pytest.approx([r["loss"] for r in log_mkl], rel=1e-4)
+    for key, value in model_mkl.items():
+        torch.testing.assert_close(model_onednn[key], value, rtol=1e-3, atol=1e-5)
 
 
 def test_cpu_workers_refuse_what_they_cannot_reproduce(bin_dir: Path, tmp_path: Path, capsys) -> None:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pipeline_lib.model.kv_cache import EncoderKeyValues, SelfAttentionCache
+from pipeline_lib.model.linear import Linear
 
 # Below this many query rows per (batch, head), plain matmul + softmax beats the CPU flash kernel
 # (incremental decoding attends with one query per step).
@@ -55,11 +56,11 @@ class MultiheadAttention(nn.Module):
         self.dropout = dropout
         self.self_attention = self_attention
         if self_attention:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+            self.qkv_proj = Linear(d_model, 3 * d_model)
         else:
-            self.q_proj = nn.Linear(d_model, d_model)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+            self.q_proj = Linear(d_model, d_model)
+            self.kv_proj = Linear(d_model, 2 * d_model)
+        self.out_proj = Linear(d_model, d_model)
 
     def input_projections(self) -> list[nn.Linear]:
         """The projections that read the query-side input (what Admin folding rescales)."""

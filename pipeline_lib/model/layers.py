@@ -9,21 +9,25 @@ from pipeline_lib.model.attention import MultiheadAttention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.kv_cache import EncoderKeyValues, SelfAttentionCache
+from pipeline_lib.model.linear import Linear
 from pipeline_lib.model.residual import ResidualVariant
 
 
 class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.fc1 = Linear(d_model, ffn_dim)
+        self.fc2 = Linear(ffn_dim, d_model)
         self.activation_dropout = Dropout(activation_dropout)
 
     def input_projections(self) -> list[nn.Linear]:
         return [self.fc1]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.activation_dropout(F.relu(self.fc1(x), inplace=True)))
+        # 2-D, so that fc1's output is a tensor of its own, not a view: an in-place ReLU on a view
+        # makes autograd zero-fill, clone and copy the whole hidden tensor back in backward.
+        hidden = F.relu(self.fc1(x.reshape(-1, x.shape[-1])), inplace=True)
+        return self.fc2(self.activation_dropout(hidden)).view(x.shape)
 
 
 class EncoderLayer(nn.Module):

@@ -32,6 +32,7 @@ from pipeline_lib.allocator import keep_freed_memory
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import InputError
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
+from pipeline_lib.model.linear import CPU_GEMMS
 from pipeline_lib.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TrainConfig, parse_betas
 
 
@@ -98,6 +99,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(same update, same result up to float rounding; e.g. --max-tokens 2048 --update-freq 2 "
         "--cpu-workers 2 on 2 cores)",
     )
+    r.add_argument(
+        "--cpu-gemm",
+        choices=CPU_GEMMS,
+        default="auto",
+        help="fp32 CPU training: the linear layers' matmul library (auto: oneDNN on AVX-512 CPUs, "
+        "where it measured faster than MKL; pipeline_lib/model/linear.py)",
+    )
     r.add_argument("--save-interval-updates", type=int, default=0, help="also save every N updates (0: off)")
     r.add_argument(
         "--keep-interval-updates", type=int, default=0, help="keep N checkpoint_{epoch}_{update}.pt"
@@ -112,7 +120,8 @@ TRAIN_FIELDS = (
     "lr", "warmup_updates", "warmup_init_lr", "clip_norm", "weight_decay", "label_smoothing", "max_tokens",
     "max_sentences", "update_freq", "max_epoch", "max_update", "seed", "save_interval_updates",
     "keep_interval_updates", "keep_last_epochs", "log_interval", "amp", "device", "divergence_window",
-    "divergence_threshold", "admin_profile", "admin_closed_form", "num_threads", "cpu_workers", "progress",
+    "divergence_threshold", "admin_profile", "admin_closed_form", "num_threads", "cpu_workers", "cpu_gemm",
+    "progress",
 )  # fmt: skip
 
 

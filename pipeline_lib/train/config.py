@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.linear import CPU_GEMMS
 
 OPTIMIZERS = ("radam", "adam")
 AMP_MODES = ("none", "bf16", "fp16")
@@ -56,6 +57,8 @@ class TrainConfig:
     num_threads: int = 0  # 0 = torch's default
     # CPU: run this many of an update's micro-batches at once, one thread each (pipeline_lib.parallel)
     cpu_workers: int = 1
+    # fp32 CPU training: the linear layers' matmul library (pipeline_lib/model/linear.py)
+    cpu_gemm: str = "auto"  # auto | mkl | onednn
     progress: str = "auto"  # auto | tqdm | none
 
     def __post_init__(self) -> None:
@@ -63,6 +66,11 @@ class TrainConfig:
         self._choice("amp", AMP_MODES)
         self._choice("device", DEVICES)
         self._choice("progress", ("auto", "tqdm", "none"))
+        self._choice("cpu_gemm", CPU_GEMMS)
+        if self.cpu_gemm == "onednn" and (self.device != "cpu" or self.amp != "none"):
+            raise ConfigError(
+                "train.cpu_gemm=onednn (--cpu-gemm onednn) is for fp32 training: --device cpu --amp none"
+            )
         for name in ("source_lang", "target_lang", "data", "save_dir", "train_subset", "valid_subset"):
             if not getattr(self, name):
                 raise ConfigError(f"train.{name} (--{name.replace('_', '-')}) must not be empty")

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from pipeline_lib.model.linear import onednn_matmul
+
 
 def label_smoothed_nll_loss(
     logits: Tensor, target: Tensor, epsilon: float, pad: int
@@ -73,23 +75,38 @@ def _chunk_loss(
 
 
 def _chunked(
-    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad: int, chunk_rows: int, gradient: bool
+    hidden: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    epsilon: float,
+    pad: int,
+    chunk_rows: int,
+    gradient: bool,
+    onednn: bool,
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
     """(loss_sum, nll_sum, d hidden, d weight) over (tokens, d) ``hidden``, ``chunk_rows`` tokens at a
-    time in one reused logits buffer; the gradients are None without ``gradient``."""
+    time in one reused logits buffer (``onednn``: the logits and d hidden products on oneDNN, which
+    allocates its results); the gradients are None without ``gradient``."""
     grad_hidden = torch.empty_like(hidden) if gradient else None
     grad_weight = torch.zeros_like(weight) if gradient else None
-    chunk = hidden.new_empty(min(chunk_rows, hidden.shape[0]), weight.shape[0])
+    chunk = None if onednn else hidden.new_empty(min(chunk_rows, hidden.shape[0]), weight.shape[0])
     loss = hidden.new_zeros(())
     nll = hidden.new_zeros(())
     for start in range(0, hidden.shape[0], chunk_rows):
         rows, tgt = hidden[start : start + chunk_rows], target[start : start + chunk_rows]
-        logits = torch.mm(rows, weight.t(), out=chunk[: rows.shape[0]])
+        if chunk is None:
+            logits = onednn_matmul(rows, weight, None)
+        else:
+            logits = torch.mm(rows, weight.t(), out=chunk[: rows.shape[0]])
         chunk_loss, chunk_nll = _chunk_loss(logits, tgt, pad, epsilon, gradient)
         loss += chunk_loss
         nll += chunk_nll
         if grad_hidden is not None and grad_weight is not None:
-            torch.mm(logits, weight, out=grad_hidden[start : start + chunk_rows])
+            rows_grad = grad_hidden[start : start + chunk_rows]
+            if onednn:
+                rows_grad.copy_(onednn_matmul(logits, weight.t(), None))
+            else:
+                torch.mm(logits, weight, out=rows_grad)
             grad_weight.addmm_(logits.t(), rows)
     return loss, nll, grad_hidden, grad_weight
 
@@ -99,9 +116,18 @@ class _ChunkedOutputLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad: int, chunk_rows: int
+        ctx,
+        hidden: Tensor,
+        weight: Tensor,
+        target: Tensor,
+        epsilon: float,
+        pad: int,
+        chunk_rows: int,
+        onednn: bool,
     ) -> tuple[Tensor, Tensor]:
-        loss, nll, grad_hidden, grad_weight = _chunked(hidden, weight, target, epsilon, pad, chunk_rows, True)
+        loss, nll, grad_hidden, grad_weight = _chunked(
+            hidden, weight, target, epsilon, pad, chunk_rows, True, onednn
+        )
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -109,11 +135,17 @@ class _ChunkedOutputLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), None, None, None, None
+        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), None, None, None, None, None
 
 
 def output_layer_loss(
-    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad: int, chunk_rows: int | None = None
+    hidden: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    epsilon: float,
+    pad: int,
+    chunk_rows: int | None = None,
+    onednn: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """``label_smoothed_nll_loss(F.linear(hidden, weight), ...)`` without the (tokens, V) logits.
 
@@ -121,7 +153,8 @@ def output_layer_loss(
     the logits, log-probabilities and their gradients (three tokens x V fp32 tensors, 32 MiB each for
     2,048 tokens and 4k words) never exist whole. For fp32 CPU training: the same FLOPs, less memory
     traffic and less peak memory. ``hidden`` (..., d) and ``weight`` (V, d) are fp32 (the loss math
-    is, and AMP keeps ``label_smoothed_nll_loss``).
+    is, and AMP keeps ``label_smoothed_nll_loss``). ``onednn``: the products that read the whole weight
+    run on oneDNN (pipeline_lib/model/linear.py).
     """
     if hidden.dtype != torch.float32 or weight.dtype != torch.float32:
         raise ValueError(f"output_layer_loss takes fp32 tensors, got {hidden.dtype} and {weight.dtype}")
@@ -131,9 +164,11 @@ def output_layer_loss(
     flat_target = target.reshape(-1)
     chunk_rows = chunk_rows or _default_chunk_rows(vocab)
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
-        loss, nll = _ChunkedOutputLoss.apply(flat_hidden, weight, flat_target, epsilon, pad, chunk_rows)
+        loss, nll = _ChunkedOutputLoss.apply(
+            flat_hidden, weight, flat_target, epsilon, pad, chunk_rows, onednn
+        )
         return loss, nll
-    loss, nll, _, _ = _chunked(flat_hidden, weight, flat_target, epsilon, pad, chunk_rows, gradient=False)
+    loss, nll, _, _ = _chunked(flat_hidden, weight, flat_target, epsilon, pad, chunk_rows, False, onednn)
     return loss, nll
 
 

@@ -40,6 +40,7 @@ from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_pr
 from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
+from pipeline_lib.model.linear import resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.parallel import single_intra_op_thread
 from pipeline_lib.train.batching import Batch
@@ -257,6 +258,12 @@ class Trainer:
         self.model.to(self.device)
         if self.amp_dtype is not None:
             keep_layernorm_fp32(self.model)
+        self.onednn = False
+        if self.chunked_loss:  # fp32 on a CPU
+            gemm = resolve_cpu_gemm(cfg.cpu_gemm)
+            set_cpu_gemm(self.model, gemm)
+            self.onednn = gemm == "onednn"
+            log.info("fp32 CPU matmuls: %s", gemm)
         # Master weights stay fp32 whatever the AMP mode: autocast only casts activations.
         assert all(p.dtype == torch.float32 for p in self.model.parameters())
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -473,7 +480,9 @@ class Trainer:
         if self.chunked_loss:
             hidden = module(batch.src_tokens, batch.prev_tokens, features_only=True)
             weight = self.model.output_projection.weight
-            return output_layer_loss(hidden, weight, batch.target, self.cfg.label_smoothing, self.ctx.pad)
+            return output_layer_loss(
+                hidden, weight, batch.target, self.cfg.label_smoothing, self.ctx.pad, onednn=self.onednn
+            )
         with self._autocast():
             logits = module(batch.src_tokens, batch.prev_tokens)
         return label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)

@@ -1,0 +1,96 @@
+"""Linear layers whose fp32 CPU matmuls can run on oneDNN instead of MKL.
+
+torch sends fp32 CPU matmuls to MKL's sgemm. The oneDNN matmul bundled with torch (what inductor
+calls for CPU linear layers, ``torch.ops.mkldnn._linear_pointwise``) is faster for the shapes of a
+training step: on the bench machine (AMD EPYC Zen 4, AVX-512, torch 2.13, one thread, 2,000 rows)
+101-107 vs 79-92 GFLOP/s for the d=256 model's projections, and two threads side by side reached
+174 vs 123-144 GFLOP/s together (2026-11-23). The input gradient, another ``x @ W`` product, takes the
+same op. The weight gradient stays on MKL: its inner dimension is the token count, where MKL is as
+fast, and oneDNN was slower with the transposed operands that product needs.
+
+oneDNN builds a kernel for every new shape (0.3-1 ms), which a few thousand-row training batches
+amortise and a beam search's ever-shrinking decoding batches would not: decoding keeps MKL. Each
+cached kernel also holds buffers sized by its input (~1.3 MiB for 1,600 x 256 rows): with oneDNN's
+default cache of 1,024 kernels, 200 batch shapes took 266 MiB and a training run's varying batches
+grew the bench's peak RSS from 1.4 to 2.0 GiB. ``set_cpu_gemm`` caps the cache at ``CACHED_KERNELS``,
+enough for the dozen shapes of one batch, which all layers share (the bench: 1,479 MiB, 2026-11-23).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pipeline_lib.errors import ConfigError
+
+CPU_GEMMS = ("auto", "mkl", "onednn")
+CACHED_KERNELS = 32
+
+
+def onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def resolve_cpu_gemm(choice: str) -> str:
+    """'mkl' or 'onednn'. auto: oneDNN where it was measured faster, CPUs with AVX-512."""
+    if choice not in CPU_GEMMS:
+        raise ConfigError(f"cpu gemm {choice!r} is not one of {', '.join(CPU_GEMMS)}")
+    if choice == "onednn" and not onednn_available():
+        raise ConfigError("--cpu-gemm onednn: this torch build has no oneDNN linear op")
+    if choice != "auto":
+        return choice
+    avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    return "onednn" if avx512 and onednn_available() else "mkl"
+
+
+def onednn_matmul(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """x @ weight.T + bias for 2-D fp32 CPU tensors (weight may be a transposed view)."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+class _OneDnnLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return onednn_matmul(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_x = onednn_matmul(grad, weight.t(), None) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.mm(grad.t(), x) if ctx.needs_input_grad[1] else None
+        grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return grad_x, grad_weight, grad_bias
+
+
+def onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``F.linear`` on oneDNN, for fp32 CPU tensors of any leading shape."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = _OneDnnLinear.apply(flat, weight, bias)
+    return out.view(*x.shape[:-1], out.shape[-1])
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` whose fp32 CPU products go through oneDNN once ``set_cpu_gemm`` says so."""
+
+    onednn = False
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.onednn and x.device.type == "cpu" and x.dtype == self.weight.dtype == torch.float32:
+            return onednn_linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias)
+
+
+def set_cpu_gemm(model: nn.Module, gemm: str) -> None:
+    """Route every ``Linear`` of ``model`` through oneDNN ('onednn') or torch's default ('mkl').
+    Call it before the process's first oneDNN op: the kernel cache reads its capacity once."""
+    if gemm == "onednn":
+        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(CACHED_KERNELS))
+    for module in model.modules():
+        if isinstance(module, Linear):
+            module.onednn = gemm == "onednn"
