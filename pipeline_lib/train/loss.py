@@ -14,6 +14,8 @@ the update's total number of target tokens (fairseq's default, ``sentence_avg`` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -74,36 +76,36 @@ def _chunk_loss(
     return loss, nll
 
 
+@dataclass(frozen=True)
+class _Chunking:
+    epsilon: float
+    pad: int
+    rows: int  # tokens per chunk
+    onednn: bool  # the products that read the whole weight on oneDNN (it allocates their results)
+
+
 def _chunked(
-    hidden: Tensor,
-    weight: Tensor,
-    target: Tensor,
-    epsilon: float,
-    pad: int,
-    chunk_rows: int,
-    gradient: bool,
-    onednn: bool,
+    hidden: Tensor, weight: Tensor, target: Tensor, how: _Chunking, gradient: bool
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-    """(loss_sum, nll_sum, d hidden, d weight) over (tokens, d) ``hidden``, ``chunk_rows`` tokens at a
-    time in one reused logits buffer (``onednn``: the logits and d hidden products on oneDNN, which
-    allocates its results); the gradients are None without ``gradient``."""
+    """(loss_sum, nll_sum, d hidden, d weight) over (tokens, d) ``hidden``, ``how.rows`` tokens at a
+    time in one reused logits buffer; the gradients are None without ``gradient``."""
     grad_hidden = torch.empty_like(hidden) if gradient else None
     grad_weight = torch.zeros_like(weight) if gradient else None
-    chunk = None if onednn else hidden.new_empty(min(chunk_rows, hidden.shape[0]), weight.shape[0])
+    chunk = None if how.onednn else hidden.new_empty(min(how.rows, hidden.shape[0]), weight.shape[0])
     loss = hidden.new_zeros(())
     nll = hidden.new_zeros(())
-    for start in range(0, hidden.shape[0], chunk_rows):
-        rows, tgt = hidden[start : start + chunk_rows], target[start : start + chunk_rows]
+    for start in range(0, hidden.shape[0], how.rows):
+        rows, tgt = hidden[start : start + how.rows], target[start : start + how.rows]
         if chunk is None:
             logits = onednn_matmul(rows, weight, None)
         else:
             logits = torch.mm(rows, weight.t(), out=chunk[: rows.shape[0]])
-        chunk_loss, chunk_nll = _chunk_loss(logits, tgt, pad, epsilon, gradient)
+        chunk_loss, chunk_nll = _chunk_loss(logits, tgt, how.pad, how.epsilon, gradient)
         loss += chunk_loss
         nll += chunk_nll
         if grad_hidden is not None and grad_weight is not None:
-            rows_grad = grad_hidden[start : start + chunk_rows]
-            if onednn:
+            rows_grad = grad_hidden[start : start + how.rows]
+            if chunk is None:
                 rows_grad.copy_(onednn_matmul(logits, weight.t(), None))
             else:
                 torch.mm(logits, weight, out=rows_grad)
@@ -116,18 +118,9 @@ class _ChunkedOutputLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx,
-        hidden: Tensor,
-        weight: Tensor,
-        target: Tensor,
-        epsilon: float,
-        pad: int,
-        chunk_rows: int,
-        onednn: bool,
+        ctx, hidden: Tensor, weight: Tensor, target: Tensor, how: _Chunking
     ) -> tuple[Tensor, Tensor]:
-        loss, nll, grad_hidden, grad_weight = _chunked(
-            hidden, weight, target, epsilon, pad, chunk_rows, True, onednn
-        )
+        loss, nll, grad_hidden, grad_weight = _chunked(hidden, weight, target, how, True)
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -135,7 +128,7 @@ class _ChunkedOutputLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), None, None, None, None, None
+        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), None, None
 
 
 def output_layer_loss(
@@ -162,13 +155,11 @@ def output_layer_loss(
     vocab = weight.shape[0]
     flat_hidden = hidden.reshape(-1, d)
     flat_target = target.reshape(-1)
-    chunk_rows = chunk_rows or _default_chunk_rows(vocab)
+    how = _Chunking(epsilon, pad, chunk_rows or _default_chunk_rows(vocab), onednn)
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
-        loss, nll = _ChunkedOutputLoss.apply(
-            flat_hidden, weight, flat_target, epsilon, pad, chunk_rows, onednn
-        )
+        loss, nll = _ChunkedOutputLoss.apply(flat_hidden, weight, flat_target, how)
         return loss, nll
-    loss, nll, _, _ = _chunked(flat_hidden, weight, flat_target, epsilon, pad, chunk_rows, False, onednn)
+    loss, nll, _, _ = _chunked(flat_hidden, weight, flat_target, how, gradient=False)
     return loss, nll
 
 
