@@ -69,10 +69,14 @@ def test_set_cpu_gemm_routes_the_models_linear_layers(monkeypatch) -> None:
 
 
 def test_cpu_gemm_choices_are_checked() -> None:
-    assert resolve_cpu_gemm("mkl") == "mkl"
-    assert resolve_cpu_gemm("auto") in ("mkl", "onednn")
+    assert resolve_cpu_gemm("mkl", 512, 4096) == "mkl"
+    # auto: oneDNN only where it was measured faster (AVX-512, d >= 256, >= 2,048-token batches)
+    avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    assert resolve_cpu_gemm("auto", 256, 2048) == ("onednn" if avx512 and onednn_available() else "mkl")
+    assert resolve_cpu_gemm("auto", 128, 4096) == "mkl"
+    assert resolve_cpu_gemm("auto", 512, 1024) == "mkl"
     with pytest.raises(ConfigError, match="openblas"):
-        resolve_cpu_gemm("openblas")
+        resolve_cpu_gemm("openblas", 256, 2048)
     base = dict(data="d", source_lang="en", target_lang="fr", save_dir="s", max_update=1)
     with pytest.raises(ConfigError, match=r"train\.cpu_gemm \(--cpu-gemm\)='onedn'"):
         TrainConfig(**base, cpu_gemm="onedn")

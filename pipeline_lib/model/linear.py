@@ -28,14 +28,19 @@ from pipeline_lib.errors import ConfigError
 
 CPU_GEMMS = ("auto", "mkl", "onednn")
 CACHED_KERNELS = 32
+AUTO_MIN_D_MODEL = 256
+AUTO_MIN_TOKENS = 2048
 
 
 def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def resolve_cpu_gemm(choice: str) -> str:
-    """'mkl' or 'onednn'. auto: oneDNN where it was measured faster, CPUs with AVX-512."""
+def resolve_cpu_gemm(choice: str, d_model: int, max_tokens: int) -> str:
+    """'mkl' or 'onednn'. auto: oneDNN where it was measured faster, AVX-512 CPUs training models of
+    d >= 256 on micro-batches of >= 2,048 tokens (the bench: +5-15%). Smaller runs keep MKL: with
+    1,024-token batches, oneDNN was even for 2L-2L d=256 and 10% slower for 6L-6L d=128 (kernel builds
+    for every batch shape weigh more), and it took ~200 MiB more memory (2026-11-23)."""
     if choice not in CPU_GEMMS:
         raise ConfigError(f"cpu gemm {choice!r} is not one of {', '.join(CPU_GEMMS)}")
     if choice == "onednn" and not onednn_available():
@@ -43,7 +48,8 @@ def resolve_cpu_gemm(choice: str) -> str:
     if choice != "auto":
         return choice
     avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
-    return "onednn" if avx512 and onednn_available() else "mkl"
+    large = d_model >= AUTO_MIN_D_MODEL and max_tokens >= AUTO_MIN_TOKENS
+    return "onednn" if avx512 and large and onednn_available() else "mkl"
 
 
 def onednn_matmul(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:

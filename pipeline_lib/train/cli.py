@@ -103,8 +103,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--cpu-gemm",
         choices=CPU_GEMMS,
         default="auto",
-        help="fp32 CPU training: the linear layers' matmul library (auto: oneDNN on AVX-512 CPUs, "
-        "where it measured faster than MKL; pipeline_lib/model/linear.py)",
+        help="fp32 CPU training: the linear layers' matmul library (auto: oneDNN on AVX-512 CPUs for "
+        "d >= 256 and --max-tokens >= 2048, where it measured faster than MKL; "
+        "pipeline_lib/model/linear.py)",
     )
     r.add_argument("--save-interval-updates", type=int, default=0, help="also save every N updates (0: off)")
     r.add_argument(

@@ -260,7 +260,7 @@ class Trainer:
             keep_layernorm_fp32(self.model)
         self.onednn = False
         if self.chunked_loss:  # fp32 on a CPU
-            gemm = resolve_cpu_gemm(cfg.cpu_gemm)
+            gemm = resolve_cpu_gemm(cfg.cpu_gemm, model_cfg.d_model, cfg.max_tokens)
             set_cpu_gemm(self.model, gemm)
             self.onednn = gemm == "onednn"
             log.info("fp32 CPU matmuls: %s", gemm)
