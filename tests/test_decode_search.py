@@ -20,9 +20,11 @@ from pipeline_lib.decode.search import (
     parent_slots,
     sample_search,
 )
-from pipeline_lib.decode.translator import collate_sources, plan_decode_batches, translate
+from pipeline_lib.decode.translator import collate_sources, decode_cpu_gemm, plan_decode_batches, translate
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model import linear as linear_module
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.linear import Linear, onednn_available
 from pipeline_lib.model.transformer import build_model
 
 V = 40
@@ -206,6 +208,53 @@ def test_worker_threads_give_the_same_output_and_restore_the_thread_count():
         assert [h.score for n in many for h in n] == pytest.approx([h.score for n in one for h in n])
     with pytest.raises(ConfigError, match="--workers"):
         translate(model, sources, searches[0], progress=False, workers=0)
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")
+def test_onednn_decoding_matches_mkl_and_routes_every_linear_layer(monkeypatch):
+    model = _model(seed=11)
+    sources = _sources(21, seed=10)
+    cfg = SearchConfig(beam=4, nbest=2, max_len_a=1.0, max_len_b=5)
+    run = dict(batch_size=8, progress=False)
+    mkl = translate(model, sources, cfg, cpu_gemm="mkl", **run)
+    weights = []
+    real = linear_module.onednn_matmul
+    monkeypatch.setattr(
+        linear_module, "onednn_matmul", lambda *a: weights.append(a[1].data_ptr()) or real(*a)
+    )
+    onednn = translate(model, sources, cfg, cpu_gemm="onednn", workers=2, **run)
+    assert [[h.tokens for h in n] for n in onednn] == [[h.tokens for h in n] for n in mkl]
+    assert [h.score for n in onednn for h in n] == pytest.approx([h.score for n in mkl for h in n], rel=1e-5)
+    linears = {m.weight.data_ptr() for m in model.modules() if isinstance(m, Linear)}
+    assert model.output_projection.weight.data_ptr() in linears
+    assert set(weights) == linears  # the output layer too: its product is the largest of a step
+    calls = len(weights)
+    # auto: this model is too small for oneDNN to pay (d=32, 8 sentences x beam 4)
+    translate(model, sources, cfg, cpu_gemm="auto", **run)
+    assert len(weights) == calls
+    with pytest.raises(ConfigError, match="--cpu-gemm onednn"):
+        translate(model, sources, cfg, cpu_gemm="onednn", bf16=True, **run)
+    with pytest.raises(ConfigError, match="openblas"):
+        translate(model, sources, cfg, cpu_gemm="openblas", **run)
+
+
+def test_auto_cpu_gemm_for_decoding_counts_sentences_times_beam():
+    cfg_model = ModelConfig(
+        src_vocab_size=V, tgt_vocab_size=V, encoder_layers=1, decoder_layers=1, d_model=256
+    )
+    model = build_model(cfg_model)
+    fast = (
+        "onednn"
+        if torch.backends.cpu.get_cpu_capability().startswith("AVX512") and onednn_available()
+        else "mkl"
+    )
+    beam4, samples5 = SearchConfig(beam=4), SearchConfig(beam=1, nbest=5, sampling=True)
+    batches = lambda *sizes: [np.arange(n) for n in sizes]  # noqa: E731
+    assert decode_cpu_gemm(model, "auto", batches(64, 10), beam4, bf16=False) == fast  # 256 rows
+    assert decode_cpu_gemm(model, "auto", batches(63, 63), beam4, bf16=False) == "mkl"  # 252 rows
+    assert decode_cpu_gemm(model, "auto", batches(60), samples5, bf16=False) == fast  # 300 rows
+    assert decode_cpu_gemm(model, "auto", batches(64), beam4, bf16=True) == "mkl"  # autocast's products
+    assert decode_cpu_gemm(model, "mkl", batches(128), beam4, bf16=False) == "mkl"
 
 
 def test_length_limits():

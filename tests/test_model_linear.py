@@ -54,8 +54,8 @@ def test_set_cpu_gemm_routes_the_models_linear_layers(monkeypatch) -> None:
     src = torch.randint(4, 30, (3, 5))
     prev = torch.randint(4, 30, (3, 6))
     linears = [m for m in model.modules() if isinstance(m, Linear)]
-    # encoder: qkv, out, fc1, fc2; decoder: qkv, out, cross q, kv, out, fc1, fc2
-    assert len(linears) == 2 * 4 + 2 * 7
+    # encoder: qkv, out, fc1, fc2; decoder: qkv, out, cross q, kv, out, fc1, fc2; output layer
+    assert len(linears) == 2 * 4 + 2 * 7 + 1
     with torch.no_grad():
         default = model(src, prev)
         assert calls == []

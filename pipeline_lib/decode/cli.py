@@ -33,8 +33,9 @@ from pipeline_lib.allocator import keep_freed_memory
 from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data
 from pipeline_lib.decode.outputs import Postprocess, render, write_outputs
 from pipeline_lib.decode.search import SearchConfig
-from pipeline_lib.decode.translator import resolve_device, translate
+from pipeline_lib.decode.translator import check_cpu_gemm, resolve_device, translate
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.linear import CPU_GEMMS
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="CPU: decode this many batches at once, one thread each (usually faster than --threads "
         "for small models; set it to the cores you have). Ignored on a GPU",
     )
+    r.add_argument(
+        "--cpu-gemm",
+        choices=CPU_GEMMS,
+        default="auto",
+        help="fp32 CPU matmuls: MKL or oneDNN (auto: oneDNN on AVX-512 CPUs for d >= 256 and batches "
+        "of >= 256 sentences x beam, where it was measured faster)",
+    )
     r.add_argument("--no-progress", action="store_true")
 
 
@@ -119,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     keep_freed_memory()  # beam search re-allocates the same multi-MB tensors every step
     device = resolve_device(args.device)
+    check_cpu_gemm(args.cpu_gemm, device, args.bf16)
 
     from pipeline_lib.train.checkpoint import load_model  # torch-heavy; imported when used
 
@@ -168,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=not args.no_progress,
         workers=args.workers,
+        cpu_gemm=args.cpu_gemm,
     )
     elapsed = time.perf_counter() - start
     generated = sum(len(nbest[0].tokens) + 1 for nbest in hyps if nbest)

@@ -4,6 +4,9 @@ Sentences are sorted by source length (longest first, so an out-of-memory batch 
 start) and batched by ``max_tokens`` (sentences x longest source, ``</s>`` included) and
 ``batch_size``; hypotheses come back in input order.
 
+fp32 products on a CPU run on MKL or oneDNN (``cpu_gemm``, see pipeline_lib.model.linear); auto
+picks oneDNN on AVX-512 CPUs for d >= 256 and batches of >= 256 rows (sentences x beam).
+
 On a CPU, ``workers`` > 1 decodes that many batches at once, each on one intra-op thread (the
 ``inter_threads`` x ``intra_threads`` split of CTranslate2): the per-step matrices of beam search are
 small, so one thread per batch keeps every core busy where OpenMP threads inside one small matmul
@@ -14,6 +17,7 @@ batches are fixed before decoding and sampling draws from a generator seeded per
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +29,11 @@ from tqdm import tqdm
 from pipeline_lib.decode.search import EOS, PAD, Hypothesis, SearchConfig, generate
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.attention import avoid_cudnn_attention
+from pipeline_lib.model.linear import AUTO_MIN_DECODE_ROWS, CPU_GEMMS, resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.model.transformer import TransformerModel
 from pipeline_lib.parallel import single_intra_op_thread
+
+log = logging.getLogger(__name__)
 
 
 def plan_decode_batches(
@@ -73,6 +80,25 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def check_cpu_gemm(choice: str, device: torch.device, bf16: bool) -> None:
+    """--cpu-gemm onednn is for fp32 decoding on a CPU."""
+    if choice not in CPU_GEMMS:
+        raise ConfigError(f"--cpu-gemm {choice!r} is not one of {', '.join(CPU_GEMMS)}")
+    if choice == "onednn" and (device.type != "cpu" or bf16):
+        raise ConfigError("--cpu-gemm onednn is for fp32 decoding on a CPU (--device cpu, no --bf16)")
+
+
+def decode_cpu_gemm(
+    model: TransformerModel, choice: str, batches: Sequence[np.ndarray], cfg: SearchConfig, bf16: bool
+) -> str:
+    """The CPU matmul backend for decoding ``batches``: its products have sentences x beam rows."""
+    if bf16:
+        return "mkl"  # autocast's bf16 products; oneDNN's path is fp32 only
+    per_sentence = cfg.nbest if cfg.sampling else cfg.beam
+    rows = max(len(idx) for idx in batches) * per_sentence
+    return resolve_cpu_gemm(choice, model.config.d_model, rows, AUTO_MIN_DECODE_ROWS)
+
+
 def translate(
     model: TransformerModel,
     sources: Sequence[Sequence[int]],
@@ -84,11 +110,14 @@ def translate(
     seed: int = 1,
     progress: bool = True,
     workers: int = 1,
+    cpu_gemm: str = "auto",
 ) -> list[list[Hypothesis]]:
-    """n-best lists for ``sources`` (id lists without </s>), in input order."""
+    """n-best lists for ``sources`` (id lists without </s>), in input order. On a CPU this routes the
+    model's linear layers to ``cpu_gemm``'s matmuls (``set_cpu_gemm``), and they stay routed."""
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     device = next(model.parameters()).device
+    check_cpu_gemm(cpu_gemm, device, bf16)
     if device.type != "cpu":
         workers = 1  # one GPU stream: concurrency comes from the batch
     if device.type == "cuda":
@@ -98,6 +127,10 @@ def translate(
     if not sources:
         return results
     batches = plan_decode_batches([len(s) + 1 for s in sources], max_tokens, batch_size)
+    if device.type == "cpu":
+        gemm = decode_cpu_gemm(model, cpu_gemm, batches, cfg, bf16)
+        set_cpu_gemm(model, gemm)
+        log.info("CPU matmuls: %s", gemm)
     bar = tqdm(total=len(sources), unit="sent", desc="translate", disable=not progress or None)
     lock = threading.Lock()
 

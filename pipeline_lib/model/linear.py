@@ -8,9 +8,10 @@ training step: on the bench machine (AMD EPYC Zen 4, AVX-512, torch 2.13, one th
 same op. The weight gradient stays on MKL: its inner dimension is the token count, where MKL is as
 fast, and oneDNN was slower with the transposed operands that product needs.
 
-oneDNN builds a kernel for every new shape (0.3-1 ms), which a few thousand-row training batches
-amortise and a beam search's ever-shrinking decoding batches would not: decoding keeps MKL. Each
-cached kernel also holds buffers sized by its input (~1.3 MiB for 1,600 x 256 rows): with oneDNN's
+oneDNN builds a kernel for every new shape (0.3-1 ms). A few thousand-row training batches amortise
+that, and so does beam search: its batch keeps one shape between the steps where sentences finish,
+and the products of 512 rows (128 sentences x beam 4) are 5-44% faster on oneDNN (the d=256 model's
+output layer 97 vs 68 GFLOP/s), a whole beam search 11-13% (2026-11-24). Each cached kernel also holds buffers sized by its input (~1.3 MiB for 1,600 x 256 rows): with oneDNN's
 default cache of 1,024 kernels, 200 batch shapes took 266 MiB and a training run's varying batches
 grew the bench's peak RSS from 1.4 to 2.0 GiB. ``set_cpu_gemm`` caps the cache at ``CACHED_KERNELS``,
 enough for the dozen shapes of one batch, which all layers share (the bench: 1,479 MiB, 2026-11-23).
@@ -29,18 +30,24 @@ from pipeline_lib.errors import ConfigError
 CPU_GEMMS = ("auto", "mkl", "onednn")
 CACHED_KERNELS = 32
 AUTO_MIN_D_MODEL = 256
-AUTO_MIN_TOKENS = 2048
+AUTO_MIN_TOKENS = 2048  # training: tokens per micro-batch
+AUTO_MIN_DECODE_ROWS = 256  # decoding: sentences x beam of the largest batch
 
 
 def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def resolve_cpu_gemm(choice: str, d_model: int, max_tokens: int) -> str:
-    """'mkl' or 'onednn'. auto: oneDNN where it was measured faster, AVX-512 CPUs training models of
-    d >= 256 on micro-batches of >= 2,048 tokens (the bench: +5-15%). Smaller runs keep MKL: with
-    1,024-token batches, oneDNN was even for 2L-2L d=256 and 10% slower for 6L-6L d=128 (kernel builds
-    for every batch shape weigh more), and it took ~200 MiB more memory (2026-11-23)."""
+def resolve_cpu_gemm(choice: str, d_model: int, rows: int, min_rows: int = AUTO_MIN_TOKENS) -> str:
+    """'mkl' or 'onednn'. auto: oneDNN where it was measured faster, on AVX-512 CPUs for models of
+    d >= 256 whose products have at least ``min_rows`` rows.
+
+    * Training (``rows`` = tokens per micro-batch, at least 2,048): +5-15% on the bench. With
+      1,024-token batches oneDNN was even for 2L-2L d=256 and 10% slower for 6L-6L d=128 (kernel
+      builds for every batch shape weigh more), and it took ~200 MiB more memory (2026-11-23).
+    * Beam search (``rows`` = sentences x beam, at least ``AUTO_MIN_DECODE_ROWS``): 6L-6L d=256,
+      one thread, 512 rows +11-13%, 256 rows +7-13%, 128 rows and 64 rows even or slower; d=128
+      even at 512 rows (2026-11-24)."""
     if choice not in CPU_GEMMS:
         raise ConfigError(f"cpu gemm {choice!r} is not one of {', '.join(CPU_GEMMS)}")
     if choice == "onednn" and not onednn_available():
@@ -48,7 +55,7 @@ def resolve_cpu_gemm(choice: str, d_model: int, max_tokens: int) -> str:
     if choice != "auto":
         return choice
     avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
-    large = d_model >= AUTO_MIN_D_MODEL and max_tokens >= AUTO_MIN_TOKENS
+    large = d_model >= AUTO_MIN_D_MODEL and rows >= min_rows
     return "onednn" if avx512 and large and onednn_available() else "mkl"
 
 

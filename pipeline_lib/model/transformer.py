@@ -17,6 +17,7 @@ from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.init import initialize
 from pipeline_lib.model.kv_cache import changed_rows, reorder_rows
 from pipeline_lib.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
+from pipeline_lib.model.linear import Linear
 from pipeline_lib.model.residual import ResidualVariant, residual_variant
 
 
@@ -158,7 +159,7 @@ class TransformerModel(nn.Module):
             variant,
             d,
         )
-        self.output_projection = nn.Linear(d, config.tgt_vocab_size, bias=False)
+        self.output_projection = Linear(d, config.tgt_vocab_size, bias=False)
         initialize(self, config)
         if config.share_decoder_input_output_embed:
             self.output_projection.weight = tgt_table.weight
