@@ -19,6 +19,7 @@ from pipeline_lib.decode.search import (
     fill_holes,
     parent_slots,
     sample_search,
+    shared_steps,
 )
 from pipeline_lib.decode.translator import collate_sources, decode_cpu_gemm, plan_decode_batches, translate
 from pipeline_lib.errors import ConfigError
@@ -92,6 +93,16 @@ def test_fill_holes_moves_only_the_survivors_beyond_the_new_end():
         assert all(order[i] == i for i in survivors if i < n)  # those still inside stay put
         movers = [order[i] for i in range(n) if done[i]]
         assert movers == sorted(i for i in survivors if i >= n)  # the rest fill the holes, in order
+
+
+def test_shared_steps_count_common_first_tokens_within_a_sentence():
+    # two sentences of two beams; inputs so far: <s> + 3 tokens
+    prefixes = torch.tensor([[1, 5, 6, 7], [1, 5, 6, 9], [1, 8, 6, 7], [1, 5, 6, 7]])
+    order = torch.tensor([1, 1, 3, 3])  # rows 0 and 2 take their sibling's history
+    assert shared_steps(prefixes, order, group=2).tolist() == [3, 4, 1, 4]
+    # sentence 0 leaves; row 0 now takes sentence 1's beams: identical tokens, another source
+    assert shared_steps(prefixes, torch.tensor([3, 2]), group=2).tolist() == [0, 0]
+    assert shared_steps(prefixes, torch.tensor([2, 3]), group=1).tolist() == [0, 0]
 
 
 def test_beam_one_equals_greedy():

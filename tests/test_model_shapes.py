@@ -189,3 +189,35 @@ def test_in_place_reorders_decode_like_no_cache(
             torch.testing.assert_close(cache.layers[0].self_attn.key, before[index], atol=0, rtol=0)
             enc, prev = enc.reorder(index), prev[index]
     assert len(copies) == len(orders) * len(cache.layers)  # every reorder ran in place
+
+
+def test_reorder_copies_only_the_steps_a_row_does_not_share() -> None:
+    """With ``shared``, a row that takes a sibling's history keeps the first steps it has in common
+    with it and copies the rest; decoding then goes on exactly as without a cache."""
+    torch.manual_seed(0)
+    model = build_model(tiny()).eval()
+    enc = model.encode(torch.randint(4, 40, (3, 5)))
+    enc = enc.reorder(torch.arange(3).repeat_interleave(2))  # rows 2i and 2i+1: one sentence's beams
+    prev = torch.randint(4, 40, (6, 8))
+    prev[1, :3] = prev[0, :3]  # beams 0 and 1 share 3 steps, beams 4 and 5 share 5
+    prev[5, :5] = prev[4, :5]
+    cache = model.new_cache()
+    steps = 6
+    model.decode(prev[:, :steps], enc, cache)
+    order = torch.tensor([1, 1, 2, 2, 5, 5])
+    shared = torch.tensor([3, steps, steps, 0, 5, steps])  # beam 3 takes a history with nothing shared
+    keys = cache.layers[0].self_attn._key
+    want = keys[:steps, order].clone()
+    sentinel = torch.full_like(keys[0, 0], 7.0)
+    keys[0, 0] = keys[4, 4] = sentinel  # in the shared steps of rows 0 and 4: must stay untouched
+    cache.reorder(order, cross=False, shared=shared)
+    got = cache.layers[0].self_attn._key[:steps, :6]
+    assert torch.equal(got[0, 0], sentinel) and torch.equal(got[4, 4], sentinel)
+    got[0, 0], got[4, 4] = want[0, 0], want[4, 4]
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)  # shared steps: same inputs, same keys
+    cache.layers[0].self_attn._key[0, 0] = want[0, 0]
+    cache.layers[0].self_attn._key[4, 4] = want[4, 4]
+    prev = torch.cat([prev[order, :steps], torch.randint(4, 40, (6, 2))], dim=1)
+    for t in range(steps, steps + 2):
+        cached = model.decode(prev[:, : t + 1], enc, cache)[:, -1]
+        torch.testing.assert_close(cached, model.decode(prev[:, : t + 1], enc)[:, -1], atol=1e-5, rtol=1e-5)

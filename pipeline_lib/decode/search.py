@@ -118,13 +118,27 @@ class StepDecoder:
             logits = logits / self.temperature
         return F.log_softmax(logits, dim=-1)
 
-    def reorder(self, order: Tensor, shrink: bool) -> None:
+    def reorder(self, order: Tensor, shrink: bool, prefixes: Tensor | None = None) -> None:
+        """Rows become ``order``'s rows. ``prefixes`` (rows, steps so far), the decoder inputs before
+        the reorder, lets the cache skip the steps a row shares with its new history."""
         if self.cache is None:
             self.enc = self.enc.reorder(order)
             return
-        self.cache.reorder(order, cross=shrink)
+        shared = None if prefixes is None else shared_steps(prefixes, order, self.cache.group)
+        self.cache.reorder(order, cross=shrink, shared=shared)
         if shrink:
             self.enc = self.enc.reorder(self.cache.group_order(order))
+
+
+def shared_steps(prefixes: Tensor, order: Tensor, group: int) -> Tensor:
+    """For each row ``i`` of a reorder into ``order``: how many first decoder steps its new history
+    (row ``order[i]``'s) has in common with the one it holds, i.e. the same input tokens for the same
+    sentence (rows come in blocks of ``group`` per sentence), which make the same keys and values."""
+    n = order.shape[0]
+    same = prefixes.index_select(0, order).eq(prefixes[:n]).long().cumprod(dim=1).sum(dim=1)
+    rows = torch.arange(n, device=order.device)
+    same_sentence = order.div(group, rounding_mode="floor").eq(rows.div(group, rounding_mode="floor"))
+    return same * same_sentence
 
 
 def max_lengths(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) -> Tensor:
@@ -239,11 +253,11 @@ def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) 
         new_scores = cand_scores.gather(1, active)
         # A </s> that had to be kept (vocabulary smaller than 2k) must never win.
         new_scores = new_scores.masked_fill(is_eos.gather(1, active), NEG_INF).view(-1)
+        dec.reorder(order, shrink, tokens[:, : step + 1])
         tokens = tokens.index_select(0, order)
         tokens[:, step + 1] = cand_tokens.gather(1, active).view(-1)
         cum = cum.index_select(0, order)
         cum[:, step] = new_scores
-        dec.reorder(order, shrink)
 
     return _collect(fin_tokens, fin_cum, fin_score, fin_len, fin_count, cfg.nbest)
 

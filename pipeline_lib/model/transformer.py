@@ -116,8 +116,10 @@ class DecoderCache:
             return order
         return order.view(-1, self.group)[:, 0].div(self.group, rounding_mode="floor")
 
-    def reorder(self, order: Tensor, cross: bool = True) -> None:
+    def reorder(self, order: Tensor, cross: bool = True, shared: Tensor | None = None) -> None:
         """Reorder decoder rows; ``cross=False`` skips the encoder K/V (unchanged within a sentence).
+        ``shared[i]``, when given, says how many first steps of row ``i``'s new history the row already
+        holds (the same tokens of the same sentence): only the later steps are copied.
 
         When at most half of the rows change, only those are copied, in place (``changed_rows``):
         beam search keeps each parent's best child in the parent's row, and when sentences finish it
@@ -125,9 +127,11 @@ class DecoderCache:
         self-attention K/V copy is memory-bound and otherwise moves every row's history every step."""
         if not self.layers:
             return
-        moved = changed_rows(order, self.layers[0].self_attn.rows)
+        first = self.layers[0].self_attn  # every layer's cache has the same steps and rows
+        cells = None if shared is None else first.unshared_cells(order, shared)
+        moved = None if cells is not None else changed_rows(order, first.rows)
         for layer in self.layers:
-            layer.self_attn.reorder(order, moved)
+            layer.self_attn.reorder(order, moved, cells)
         if cross:
             encoder_order = self.group_order(order)
             moved = changed_rows(encoder_order, self.layers[0].cross_attn.rows)
