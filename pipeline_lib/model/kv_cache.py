@@ -15,7 +15,7 @@ differs because the two are used differently:
 Reorders copy only the rows that change, in place, when they are at most half of the new rows
 (``changed_rows``); a batch that shrinks that way keeps its buffers and uses their first rows. Beam
 search says more: how many first steps each row shares with its new history (``unshared_cells``),
-and only the later steps are copied, 7-10% of the moved rows' steps on the bench model (2026-11-24).
+and only the later steps are copied, 7-10% of the moved rows' steps on the bench model (2026-11-23).
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ fast, and oneDNN was slower with the transposed operands that product needs.
 oneDNN builds a kernel for every new shape (0.3-1 ms). A few thousand-row training batches amortise
 that, and so does beam search: its batch keeps one shape between the steps where sentences finish,
 and the products of 512 rows (128 sentences x beam 4) are 5-44% faster on oneDNN (the d=256 model's
-output layer 97 vs 68 GFLOP/s), a whole beam search 11-13% (2026-11-24). Each cached kernel also holds buffers sized by its input (~1.3 MiB for 1,600 x 256 rows): with oneDNN's
-default cache of 1,024 kernels, 200 batch shapes took 266 MiB and a training run's varying batches
+output layer 97 vs 68 GFLOP/s), a whole beam search 9-13% (2026-11-23).
+
+Each cached kernel also holds buffers sized by its input (~1.3 MiB for 1,600 x 256 rows): with
+oneDNN's default cache of 1,024 kernels, 200 batch shapes took 266 MiB and a training run's varying batches
 grew the bench's peak RSS from 1.4 to 2.0 GiB. ``set_cpu_gemm`` caps the cache at ``CACHED_KERNELS``,
 enough for the dozen shapes of one batch, which all layers share (the bench: 1,479 MiB, 2026-11-23).
 """
@@ -47,7 +49,7 @@ def resolve_cpu_gemm(choice: str, d_model: int, rows: int, min_rows: int = AUTO_
       builds for every batch shape weigh more), and it took ~200 MiB more memory (2026-11-23).
     * Beam search (``rows`` = sentences x beam, at least ``AUTO_MIN_DECODE_ROWS``): 6L-6L d=256,
       one thread, 512 rows +11-13%, 256 rows +7-13%, 128 rows and 64 rows even or slower; d=128
-      even at 512 rows (2026-11-24)."""
+      even at 512 rows (2026-11-23)."""
     if choice not in CPU_GEMMS:
         raise ConfigError(f"cpu gemm {choice!r} is not one of {', '.join(CPU_GEMMS)}")
     if choice == "onednn" and not onednn_available():
