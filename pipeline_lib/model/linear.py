@@ -14,9 +14,10 @@ and the products of 512 rows (128 sentences x beam 4) are 5-44% faster on oneDNN
 output layer 97 vs 68 GFLOP/s), a whole beam search 9-13% (2026-11-23).
 
 Each cached kernel also holds buffers sized by its input (~1.3 MiB for 1,600 x 256 rows): with
-oneDNN's default cache of 1,024 kernels, 200 batch shapes took 266 MiB and a training run's varying batches
-grew the bench's peak RSS from 1.4 to 2.0 GiB. ``set_cpu_gemm`` caps the cache at ``CACHED_KERNELS``,
-enough for the dozen shapes of one batch, which all layers share (the bench: 1,479 MiB, 2026-11-23).
+oneDNN's default cache of 1,024 kernels, 200 batch shapes took 266 MiB and a training run's varying
+batches grew the bench's peak RSS from 1.4 to 2.0 GiB. ``set_cpu_gemm`` caps the cache at
+``CACHED_KERNELS``, enough for the dozen shapes of one batch, which all layers share (the bench:
+1,479 MiB, 2026-11-23).
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def resolve_cpu_gemm(choice: str, d_model: int, rows: int, min_rows: int = AUTO_
       1,024-token batches oneDNN was even for 2L-2L d=256 and 10% slower for 6L-6L d=128 (kernel
       builds for every batch shape weigh more), and it took ~200 MiB more memory (2026-11-23).
     * Beam search (``rows`` = sentences x beam, at least ``AUTO_MIN_DECODE_ROWS``): 6L-6L d=256,
-      one thread, 512 rows +11-13%, 256 rows +7-13%, 128 rows and 64 rows even or slower; d=128
-      even at 512 rows (2026-11-23)."""
+      one thread, fixed / natural output length: 512 rows +13% / +11%, 256 rows +7% / +13%,
+      128 rows +6% / -1%, 64 rows -11% / 0%; d=128 at 512 rows +3% / -3% (2026-11-23)."""
     if choice not in CPU_GEMMS:
         raise ConfigError(f"cpu gemm {choice!r} is not one of {', '.join(CPU_GEMMS)}")
     if choice == "onednn" and not onednn_available():
