@@ -258,11 +258,9 @@ class Trainer:
         self.model.to(self.device)
         if self.amp_dtype is not None:
             keep_layernorm_fp32(self.model)
-        self.onednn = False
         if self.chunked_loss:  # fp32 on a CPU
             gemm = resolve_cpu_gemm(cfg.cpu_gemm, model_cfg.d_model, cfg.max_tokens)
             set_cpu_gemm(self.model, gemm)
-            self.onednn = gemm == "onednn"
             log.info("fp32 CPU matmuls: %s", gemm)
         # Master weights stay fp32 whatever the AMP mode: autocast only casts activations.
         assert all(p.dtype == torch.float32 for p in self.model.parameters())
@@ -479,9 +477,10 @@ class Trainer:
         module = module or self.ddp
         if self.chunked_loss:
             hidden = module(batch.src_tokens, batch.prev_tokens, features_only=True)
-            weight = self.model.output_projection.weight
+            # the output layer's product runs inside the loss, on the library set_cpu_gemm chose for it
+            out = self.model.output_projection
             return output_layer_loss(
-                hidden, weight, batch.target, self.cfg.label_smoothing, self.ctx.pad, onednn=self.onednn
+                hidden, out.weight, batch.target, self.cfg.label_smoothing, self.ctx.pad, onednn=out.onednn
             )
         with self._autocast():
             logits = module(batch.src_tokens, batch.prev_tokens)
