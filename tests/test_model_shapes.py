@@ -174,9 +174,9 @@ def test_in_place_reorders_decode_like_no_cache(
     prev = torch.randint(4, 40, (6, 40))
     cache = model.new_cache()
     copies = []
-    original = SelfAttentionCache.copy_rows
+    original = SelfAttentionCache.copy_cells
     monkeypatch.setattr(
-        SelfAttentionCache, "copy_rows", lambda c, s, d: copies.append(d) or original(c, s, d)
+        SelfAttentionCache, "copy_cells", lambda c, d, s: copies.append(d) or original(c, d, s)
     )
     for t in range(prev.shape[1]):
         cached = model.decode(prev[:, : t + 1], enc, cache)[:, -1]

@@ -60,7 +60,7 @@ class SelfAttentionCache:
 
     def __init__(self) -> None:
         # (capacity, row capacity, heads, head_dim): rows [0, self.rows) are live; the rest are left
-        # behind by in-place shrinking (``reorder`` with ``moved``)
+        # behind by in-place shrinking (``reorder`` with ``cells``)
         self._key: Tensor | None = None
         self._value: Tensor | None = None
         self._spare: tuple[Tensor | None, Tensor | None] = (None, None)  # reorder targets, reused
@@ -95,19 +95,14 @@ class SelfAttentionCache:
             buffer[: self.length] = old[: self.length, : self.rows]
         return buffer
 
-    def reorder(
-        self, order: Tensor, moved: Tensor | None = None, cells: tuple[Tensor, Tensor] | None = None
-    ) -> None:
+    def reorder(self, order: Tensor, cells: tuple[Tensor, Tensor] | None = None) -> None:
         """Rows become ``order``'s rows (the batch may shrink). With ``cells`` (``unshared_cells``)
-        only those (step, row) cells are copied, in place; with ``moved`` (``changed_rows``) only the
-        moved rows are, in place. Either way the live rows become a prefix of the buffer. Otherwise
-        every row is copied into a spare buffer."""
+        only those (step, row) cells are copied, in place, and the live rows become a prefix of the
+        buffer; otherwise every row is copied into a spare buffer."""
         if self._key is None:
             return
         if cells is not None:
             self.copy_cells(*cells)
-        elif moved is not None:
-            self.copy_rows(order[moved], moved)
         else:
             spare_key, spare_value = self._spare
             self._spare = (self._key, self._value)
@@ -129,21 +124,13 @@ class SelfAttentionCache:
         return step * row_capacity + row, step * row_capacity + order[row]
 
     def copy_cells(self, dest: Tensor, source: Tensor) -> None:
-        """In place: cell ``dest[i]`` takes cell ``source[i]`` (flat step * row capacity + row)."""
+        """In place: cell ``dest[i]`` takes cell ``source[i]`` (flat step * row capacity + row); other
+        cells are untouched. Sources are gathered before anything is written, so the two may overlap."""
         if self._key is None or dest.numel() == 0:
             return
         for buffer in (self._key, self._value):
             cells = buffer.view(-1, buffer.shape[2] * buffer.shape[3])
             cells.index_copy_(0, dest, cells.index_select(0, source))
-
-    def copy_rows(self, source: Tensor, dest: Tensor) -> None:
-        """In place: row ``dest[i]`` takes the history of row ``source[i]``; other rows are untouched.
-        Sources are gathered before anything is written, so the two may overlap."""
-        if self._key is None or dest.numel() == 0:
-            return
-        for buffer in (self._key, self._value):
-            filled = buffer[: self.length]
-            filled.index_copy_(1, dest, filled.index_select(1, source))
 
     def _select_filled(self, buffer: Tensor, order: Tensor, out: Tensor | None) -> Tensor:
         """buffer[:, order] for the filled steps only (the buffer is up to twice as long as what it

@@ -121,17 +121,21 @@ class DecoderCache:
         ``shared[i]``, when given, says how many first steps of row ``i``'s new history the row already
         holds (the same tokens of the same sentence): only the later steps are copied.
 
-        When at most half of the rows change, only those are copied, in place (``changed_rows``):
+        Without ``shared``, when at most half of the rows change, only those are copied, in place
+        (``changed_rows``):
         beam search keeps each parent's best child in the parent's row, and when sentences finish it
         moves the last sentences into their places rather than shifting every row down. The
         self-attention K/V copy is memory-bound and otherwise moves every row's history every step."""
         if not self.layers:
             return
         first = self.layers[0].self_attn  # every layer's cache has the same steps and rows
+        if shared is None:  # without the tokens: a moved row shares nothing, the others everything
+            moved = changed_rows(order, first.rows)
+            if moved is not None:
+                shared = torch.full_like(order, first.length).index_fill_(0, moved, 0)
         cells = None if shared is None else first.unshared_cells(order, shared)
-        moved = None if cells is not None else changed_rows(order, first.rows)
         for layer in self.layers:
-            layer.self_attn.reorder(order, moved, cells)
+            layer.self_attn.reorder(order, cells)
         if cross:
             encoder_order = self.group_order(order)
             moved = changed_rows(encoder_order, self.layers[0].cross_attn.rows)
