@@ -2,7 +2,7 @@
 
     bench/peers/install.sh fairseq; bench/peers/install.sh opennmt; bench/peers/install.sh sockeye
     .venv/bin/python bench/compare.py [--quick] [--toolkits fairseq deepnmt ...] [--threads 2]
-        [--updates 40] [--warmup 5] [--decode-sentences 500] [--json bench/results/compare-DATE.json]
+        [--updates 40] [--warmup 5] [--decode-sentences 500] [--rounds 1] [--json bench/results/compare-DATE.json]
 
 One synthetic parallel corpus (fixed seed: a Zipfian vocabulary of a few thousand "words", source
 lengths 10..40 tokens, log-normal around 22 as in real MT; the target is a fixed word-for-word mapping
@@ -31,7 +31,10 @@ only) MFU is against the GPU's matmul peak in that precision, and the table adds
 GPU memory (torch.cuda.max_memory_allocated, read at every optimizer step by the shim).
 
 Prints one table with every number as value and ratio to fairseq, and writes JSON. The machine's other
-load makes single runs noisy (up to ~30%): compare toolkits within one run only.
+load makes single runs noisy (up to ~30%): compare toolkits within one run only. ``--rounds N`` trains
+every toolkit N times, in reverse order every other round (decoding runs once, after the first): the
+table then reports each toolkit's median round and its highest peak memory, and a second table lists
+every round with ours against the fastest peer of that round.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -398,20 +402,8 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
             flush=True,
         )
 
-        record = s.work / "steps.json"
-        proc = run(py, tk.name, tk.train(s), s.threads, logs / "train.log", args.timeout, record=record)
-        _check(proc, "training")
-        res.train = train_metrics(record, args.warmup)
-        res.train.update(wall_s=proc.wall_s, peak_rss_mib=proc.peak_rss_mib)
-        res.train["own_log_tokens_per_s_median"] = own_log_rate(tk, s, proc.log, args.warmup)
-        if res.train["updates_recorded"] != s.updates:
-            res.note += f"; {res.train['updates_recorded']} optimizer steps recorded for {s.updates} updates"
-        print(
-            f"[{tk.name}] train {res.train['tokens_per_s_median']:.0f} tok/s (median of "
-            f"{res.train['timed_updates']}), wall {proc.wall_s:.0f}s, peak RSS {proc.peak_rss_mib:.0f} MiB"
-            + (f", peak GPU memory {res.train['gpu_max_allocated_mib']:,.0f} MiB" if gpu else ""),
-            flush=True,
-        )
+        res.train = train_once(tk, s, args, res, run, py, "")
+        res.train["rounds"] = [round_summary(res.train)]
         for mode in args.modes:
             out = s.work / f"decode-{mode}.txt"
             proc = run(
@@ -429,6 +421,106 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
         res.status, res.error = "failed", str(e)
         print(f"[{tk.name}] FAILED: {e}", file=sys.stderr, flush=True)
     return res
+
+
+def train_once(
+    tk: Toolkit, s: Setup, args: argparse.Namespace, res: Result, run: Callable[..., Proc], py: Path, tag: str
+) -> dict:
+    """One training run from scratch; its metrics. ``tag`` names the log and step record of a repeat."""
+    gpu = s.device == "cuda"
+    record = s.work / f"steps{tag}.json"
+    proc = run(
+        py, tk.name, tk.train(s), s.threads, s.work / "logs" / f"train{tag}.log", args.timeout, record=record
+    )
+    _check(proc, "training")
+    metrics = train_metrics(record, args.warmup)
+    metrics.update(wall_s=proc.wall_s, peak_rss_mib=proc.peak_rss_mib)
+    metrics["own_log_tokens_per_s_median"] = own_log_rate(tk, s, proc.log, args.warmup)
+    if metrics["updates_recorded"] != s.updates:
+        res.note += f"; {metrics['updates_recorded']} optimizer steps recorded for {s.updates} updates"
+    print(
+        f"[{tk.name}] train{tag.replace('-', ' ')} {metrics['tokens_per_s_median']:.0f} tok/s (median of "
+        f"{metrics['timed_updates']}), wall {proc.wall_s:.0f}s, peak RSS {proc.peak_rss_mib:.0f} MiB"
+        + (f", peak GPU memory {metrics['gpu_max_allocated_mib']:,.0f} MiB" if gpu else ""),
+        flush=True,
+    )
+    return metrics
+
+
+def round_summary(metrics: dict) -> dict:
+    keys = (
+        "tokens_per_s_median",
+        "seconds_per_update_median",
+        "wall_s",
+        "peak_rss_mib",
+        "gpu_max_allocated_mib",
+    )
+    return {k: metrics[k] for k in keys}
+
+
+def train_again(
+    tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, res: Result, number: int
+) -> None:
+    """--rounds: train once more from scratch (same data, same command) and add the round to res.train."""
+    if res.status != "ok" or len(res.train["rounds"]) != number - 1:  # it failed before
+        return
+    for path in tk.train_outputs(s):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    run = functools.partial(run_cmd, gpu=s.device == "cuda", no_cudnn_attention=args.no_cudnn_attention)
+    try:
+        metrics = train_once(tk, s, args, res, run, venv_python(tk.name, cache), f"-round{number}")
+    except StepFailed as e:  # the rounds already measured stand; the failure is reported with them
+        res.note += f"; training round {number} failed ({str(e).splitlines()[0]})"
+        print(f"[{tk.name}] round {number} FAILED: {e}", file=sys.stderr, flush=True)
+        return
+    res.train["rounds"].append(round_summary(metrics))
+
+
+def combine_rounds(res: Result) -> None:
+    """The headline training numbers: the median over rounds of each round's median tokens/s, the
+    highest peak memory of any round."""
+    rounds = res.train["rounds"]
+    res.train["tokens_per_s"] = statistics.median(r["tokens_per_s_median"] for r in rounds)
+    res.train["peak_rss_mib"] = max(r["peak_rss_mib"] for r in rounds)
+    res.train["wall_s"] = statistics.median(r["wall_s"] for r in rounds)
+    gpu = [r["gpu_max_allocated_mib"] for r in rounds if r["gpu_max_allocated_mib"] is not None]
+    res.train["gpu_max_allocated_mib"] = max(gpu) if gpu else None
+
+
+def rounds_table(results: list[Result], orders: list[list[str]]) -> tuple[str, list[float]]:
+    """Per-round training tokens/s of every toolkit, and ours against the fastest peer of each round."""
+    ok = [r for r in results if r.status == "ok"]
+    ours = next((r for r in ok if r.toolkit == "deepnmt"), None)
+    peers = [r for r in ok if r.toolkit != "deepnmt"]
+    header = (
+        ["round", "order"] + [r.toolkit for r in ok] + (["deepnmt / fastest peer"] if ours and peers else [])
+    )
+    rows, ratios = [], []
+    for i, order in enumerate(orders):
+        rates = {
+            r.toolkit: r.train["rounds"][i]["tokens_per_s_median"] for r in ok if len(r.train["rounds"]) > i
+        }
+        row = [str(i + 1), ",".join(order)] + [
+            f"{rates[r.toolkit]:,.0f}" if r.toolkit in rates else "-" for r in ok
+        ]
+        if ours and peers:
+            fastest = max((rates[p.toolkit] for p in peers if p.toolkit in rates), default=None)
+            if fastest and "deepnmt" in rates:
+                ratios.append(rates["deepnmt"] / fastest)
+                row.append(f"{ratios[-1]:.2f}x")
+            else:
+                row.append("-")
+        rows.append(row)
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = [
+        " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+        "-+-".join("-" * w for w in widths),
+    ]
+    lines += [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines), ratios
 
 
 # ---------------------------------------------------------------- report
@@ -458,7 +550,7 @@ def table(
 
     cols = [
         ("LN", None, None),
-        ("train tok/s", ("train", "tokens_per_s_median"), ",.0f"),
+        ("train tok/s", ("train", "tokens_per_s"), ",.0f"),
         ("tok/upd", ("train", "target_tokens_per_update"), ",.0f"),
         ("GFLOP/s", ("train", "gflops"), ".0f"),
         ("MFU", ("train", "mfu"), ".1%"),
@@ -516,6 +608,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--updates", type=int, default=None, help="timed updates (default 40; quick 10)")
     p.add_argument("--warmup", type=int, default=None, help="untimed warm-up updates (default 5; quick 3)")
     p.add_argument("--decode-sentences", type=int, default=None, help="default 500; quick 200")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="train every toolkit this many times (order reversed every other round); the table reports "
+        "the median round, and a second table every round",
+    )
     p.add_argument("--modes", nargs="+", choices=["fixed", "natural"], default=["fixed", "natural"])
     p.add_argument("--words", type=int, default=4000, help="synthetic vocabulary size")
     p.add_argument("--seed", type=int, default=1)
@@ -555,6 +654,8 @@ def parse_args() -> argparse.Namespace:
     args.updates = args.updates or (10 if args.quick else 40)
     args.warmup = args.warmup if args.warmup is not None else (3 if args.quick else 5)
     args.decode_sentences = args.decode_sentences or (200 if args.quick else 500)
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     if args.warmup < 1:
         p.error("--warmup must be >= 1 (the first update includes start-up)")
     return args
@@ -601,21 +702,40 @@ def main() -> None:
         max_src_len=max(corpus["test"]["src_lengths"]), shape=args.shape, device=args.device,
         precision=args.precision, decode_batch=args.decode_batch,
     )  # fmt: skip
-    results = []
-    for name in dict.fromkeys(args.toolkits):  # in the order given: alternate it to expose drift in the load
-        tk = TOOLKITS[name]
-        setup = Setup(work=work_root / name, **s_common)
-        results.append(bench_toolkit(tk, setup, args, cache, args.decode_sentences))
+    names = list(dict.fromkeys(args.toolkits))  # in the order given: alternate it to expose drift in the load
+    setups = {name: Setup(work=work_root / name, **s_common) for name in names}
+    results = [
+        bench_toolkit(TOOLKITS[name], setups[name], args, cache, args.decode_sentences) for name in names
+    ]
+    # --rounds: training again, in reverse order every other round, so that a slow spell of the machine
+    # does not fall on one toolkit only
+    orders = [names]
+    for number in range(2, args.rounds + 1):
+        orders.append(names[::-1] if number % 2 == 0 else names)
+        print(f"round {number} of {args.rounds}: training {' '.join(orders[-1])}", flush=True)
+        for name in orders[-1]:
+            train_again(TOOLKITS[name], setups[name], args, cache, results[names.index(name)], number)
     peaks.append(matmul_peak(args.threads, args.device, args.precision))
     peak = max(peaks)
     for r in results:
         if r.status == "ok":
-            r.train["gflops"] = r.train["tokens_per_s_median"] * fpt / 1e9
+            combine_rounds(r)
+            r.train["gflops"] = r.train["tokens_per_s"] * fpt / 1e9
             r.train["mfu"] = r.train["gflops"] / peak
     print(f"{peak_label} matmul peak at the end: {peaks[1]:,.0f} GFLOP/s (using the best, {peak:,.0f})")
     load_after = os.getloadavg()
     print()
     print(table(results, peak, fpt, args.modes, peak_label, gpu))
+    ratios: list[float] = []
+    if args.rounds > 1:
+        text, ratios = rounds_table(results, orders)
+        print(f"\ntraining target tok/s per round (the table above: median over the {args.rounds} rounds):")
+        print(text)
+        if ratios:
+            print(
+                f"deepnmt / fastest peer: median {statistics.median(ratios):.2f}x, "
+                f"lowest {min(ratios):.2f}x, highest {max(ratios):.2f}x"
+            )
     for r in results:
         if r.note:
             print(f"note {r.toolkit}: {r.note.lstrip('; ')}")
@@ -656,6 +776,7 @@ def main() -> None:
             "seed": args.seed,
         },  # fmt: skip
         "flops": flops,
+        "rounds": {"count": args.rounds, "orders": orders, "deepnmt_vs_fastest_peer": ratios},
         "matmul_peak_gflops": {"start": peaks[0], "end": peaks[1], "used": peak},
         "toolkits": {r.toolkit: asdict(r) for r in results},
     }

@@ -83,6 +83,11 @@ class Toolkit:
     def train(self, s: Setup) -> Command:
         raise NotImplementedError
 
+    def train_outputs(self, s: Setup) -> list[Path]:
+        """What a training run writes: removed before compare.py --rounds trains again, since a left-over
+        last checkpoint would make fairseq and ours resume instead of train."""
+        raise NotImplementedError
+
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         raise NotImplementedError
 
@@ -132,6 +137,9 @@ class Fairseq(Toolkit):
             "--log-format", "json", "--log-interval", "1", "--no-progress-bar", *self._runtime(s),
         ]  # fmt: skip
         return Command("fairseq_cli.train", args)
+
+    def train_outputs(self, s: Setup) -> list[Path]:
+        return [s.work / "ckpt"]
 
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
@@ -233,6 +241,9 @@ model_dtype: fp32
     def train(self, s: Setup) -> Command:
         return Command("onmt.bin.train", ["-config", str(self._config(s))])
 
+    def train_outputs(self, s: Setup) -> list[Path]:
+        return [s.work / f"model_step_{s.updates}.pt"]
+
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             "-model", str(s.work / f"model_step_{s.updates}.pt"), "-src", str(s.raw / "test.src"),
@@ -289,6 +300,9 @@ class Sockeye(Toolkit):
             "--decode-and-evaluate", "0", "--keep-last-params", "1", "--max-seq-len", "128:128",
         ]  # fmt: skip
         return Command("sockeye.train", args)
+
+    def train_outputs(self, s: Setup) -> list[Path]:
+        return [s.work / "model"]
 
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
@@ -361,6 +375,9 @@ class DeepNMT(Toolkit):
             "--num-threads", str(s.threads), "--seed", "1", "--log-interval", "1", "--progress", "none",
         ]  # fmt: skip
         return Command("pipeline_lib", args)
+
+    def train_outputs(self, s: Setup) -> list[Path]:
+        return [s.work / "ckpt"]
 
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
