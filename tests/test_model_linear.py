@@ -27,12 +27,15 @@ def _values_and_grads(fn, x, weight, bias, grad_out):
 
 @needs_onednn
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_onednn_linear_matches_f_linear_values_and_gradients(with_bias: bool) -> None:
+@pytest.mark.parametrize("leading", [(7, 13), (91,)])
+def test_onednn_linear_matches_f_linear_values_and_gradients(
+    with_bias: bool, leading: tuple[int, ...]
+) -> None:
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(7, 13, 24, generator=gen)
+    x = torch.randn(*leading, 24, generator=gen)
     weight = torch.randn(40, 24, generator=gen)
     bias = torch.randn(40, generator=gen) if with_bias else None
-    grad_out = torch.randn(7, 13, 40, generator=gen)
+    grad_out = torch.randn(*leading, 40, generator=gen)
     want = _values_and_grads(F.linear, x, weight, bias, grad_out)
     got = _values_and_grads(onednn_linear, x, weight, bias, grad_out)
     for name, a, b in zip(("out", "d x", "d weight", "d bias"), got, want, strict=True):
@@ -66,6 +69,33 @@ def test_set_cpu_gemm_routes_the_models_linear_layers(monkeypatch) -> None:
         model(src, prev)
         assert len(calls) == len(linears)
     torch.testing.assert_close(routed, default, rtol=1e-5, atol=1e-5)
+
+
+def _graph_nodes(root) -> list[str]:
+    seen, stack, names = set(), [root], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("gemm", ["mkl", pytest.param("onednn", marks=needs_onednn)])
+def test_training_graph_has_no_in_place_view_copies(gemm: str) -> None:
+    """No CopySlices node: an in-place op on a view (the FFN's ReLU on a reshaped linear output)
+    would make backward zero-fill, clone and copy back that whole tensor in every layer."""
+    config = ModelConfig(src_vocab_size=30, tgt_vocab_size=30, encoder_layers=2, decoder_layers=2,
+                         d_model=16, ffn_dim=32, heads=2)  # fmt: skip
+    model = build_model(config).train()
+    set_cpu_gemm(model, gemm)
+    src = torch.randint(4, 30, (3, 5))
+    prev = torch.randint(4, 30, (3, 6))
+    nodes = _graph_nodes(model(src, prev).sum().grad_fn)
+    assert "ThresholdBackward1" in nodes or "ReluBackward0" in nodes  # the ReLU is in the graph
+    assert "CopySlices" not in nodes
 
 
 def test_cpu_gemm_choices_are_checked() -> None:

@@ -86,8 +86,11 @@ class _OneDnnLinear(torch.autograd.Function):
 
 def onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """``F.linear`` on oneDNN, for fp32 CPU tensors of any leading shape."""
-    flat = x.reshape(-1, x.shape[-1])
-    out = _OneDnnLinear.apply(flat, weight, bias)
+    if x.dim() == 2:
+        # the output itself, not a view of it: an in-place op on a view of a custom Function's output
+        # (the FFN's ReLU) makes autograd clone and copy back the whole tensor in backward
+        return _OneDnnLinear.apply(x, weight, bias)
+    out = _OneDnnLinear.apply(x.reshape(-1, x.shape[-1]), weight, bias)
     return out.view(*x.shape[:-1], out.shape[-1])
 
 
