@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import functools
 import json
 import math
 import os
@@ -382,33 +381,25 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
     if why is not None:
         res.status, res.error = "skipped", why
         return res
-    gpu = s.device == "cuda"
-    run = functools.partial(run_cmd, gpu=gpu, no_cudnn_attention=args.no_cudnn_attention)
-    py = venv_python(tk.name, cache)
+    run = toolkit_runner(tk, s, args, cache)
     if s.work.exists():
         shutil.rmtree(s.work)
     s.work.mkdir(parents=True)
-    logs = s.work / "logs"
     try:
         t0 = time.perf_counter()
         for i, cmd in enumerate(tk.preprocess(s)):
-            _check(
-                run(py, tk.name, cmd, s.threads, logs / f"preprocess{i}.log", args.timeout),
-                "preprocessing",
-            )
+            _check(run(cmd, f"preprocess{i}.log"), "preprocessing")
         res.preprocess_wall_s = time.perf_counter() - t0
         print(
             f"[{tk.name}] preprocessed in {res.preprocess_wall_s:.1f}s; training {s.updates} updates",
             flush=True,
         )
 
-        res.train = train_once(tk, s, args, res, run, py, "")
+        res.train = train_once(tk, s, args, res, run, "")
         res.train["rounds"] = [round_summary(res.train)]
         for mode in args.modes:
             out = s.work / f"decode-{mode}.txt"
-            proc = run(
-                py, tk.name, tk.decode(s, mode, out), s.threads, logs / f"decode-{mode}.log", args.timeout
-            )
+            proc = run(tk.decode(s, mode, out), f"decode-{mode}.log")
             _check(proc, f"{mode} decoding")
             res.decode[mode] = decode_metrics(tk, s, proc, out, n_test, mode)
             d = res.decode[mode]
@@ -423,15 +414,28 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
     return res
 
 
+def toolkit_runner(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path) -> Callable[..., Proc]:
+    """run(command, log file name, record=None) in the toolkit's venv, with this run's threads, timeout
+    and device flags; logs go to the toolkit's work dir."""
+    py = venv_python(tk.name, cache)
+    gpu = s.device == "cuda"
+
+    def run(cmd: Command, log_name: str, record: Path | None = None) -> Proc:
+        return run_cmd(
+            py, tk.name, cmd, s.threads, s.work / "logs" / log_name, args.timeout, record=record, gpu=gpu,
+            no_cudnn_attention=args.no_cudnn_attention,
+        )  # fmt: skip
+
+    return run
+
+
 def train_once(
-    tk: Toolkit, s: Setup, args: argparse.Namespace, res: Result, run: Callable[..., Proc], py: Path, tag: str
+    tk: Toolkit, s: Setup, args: argparse.Namespace, res: Result, run: Callable[..., Proc], tag: str
 ) -> dict:
     """One training run from scratch; its metrics. ``tag`` names the log and step record of a repeat."""
     gpu = s.device == "cuda"
     record = s.work / f"steps{tag}.json"
-    proc = run(
-        py, tk.name, tk.train(s), s.threads, s.work / "logs" / f"train{tag}.log", args.timeout, record=record
-    )
+    proc = run(tk.train(s), f"train{tag}.log", record=record)
     _check(proc, "training")
     metrics = train_metrics(record, args.warmup)
     metrics.update(wall_s=proc.wall_s, peak_rss_mib=proc.peak_rss_mib)
@@ -469,9 +473,8 @@ def train_again(
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-    run = functools.partial(run_cmd, gpu=s.device == "cuda", no_cudnn_attention=args.no_cudnn_attention)
     try:
-        metrics = train_once(tk, s, args, res, run, venv_python(tk.name, cache), f"-round{number}")
+        metrics = train_once(tk, s, args, res, toolkit_runner(tk, s, args, cache), f"-round{number}")
     except StepFailed as e:  # the rounds already measured stand; the failure is reported with them
         res.note += f"; training round {number} failed ({str(e).splitlines()[0]})"
         print(f"[{tk.name}] round {number} FAILED: {e}", file=sys.stderr, flush=True)
