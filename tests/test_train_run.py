@@ -17,8 +17,10 @@ from pipeline_lib.cli import main  # noqa: E402
 from pipeline_lib.data.indexed import ParallelCorpus  # noqa: E402
 from pipeline_lib.decode.search import EOS  # noqa: E402
 from pipeline_lib.model.linear import onednn_available  # noqa: E402
+from pipeline_lib.train import trainer as trainer_module  # noqa: E402
 from pipeline_lib.train.checkpoint import load_checkpoint, load_model  # noqa: E402
 from pipeline_lib.train.stall import unigram_entropy_bits  # noqa: E402
+from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +121,38 @@ def test_a_run_that_never_beats_a_unigram_model_stops_as_diverged(bin_dir: Path,
     assert json.loads((learning / "status.json").read_text())["status"] == "completed"
 
 
-def test_cpu_workers_give_the_sequential_update(bin_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "gemm",
+    [
+        "mkl",
+        # oneDNN layers hand their weight gradients to queues the workers share (weight_grad_sharing)
+        pytest.param("onednn", marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN")),
+    ],
+)
+def test_cpu_workers_give_the_sequential_update(
+    bin_dir: Path, tmp_path: Path, gemm: str, monkeypatch
+) -> None:
     """--cpu-workers 2 runs the two micro-batches of each update in threads: same losses and weights
     as --update-freq 2 run one after the other (up to float rounding), with dropout on."""
+    boards: list[SharedWeightGrads] = []
+
+    class Recorded(SharedWeightGrads):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            boards.append(self)
+
+    monkeypatch.setattr(trainer_module, "SharedWeightGrads", Recorded)
     runs = {}
     for workers in (1, 2):
         save = tmp_path / f"w{workers}"
         args = train_args(bin_dir, save, "--max-update", "6", "--update-freq", "2", "--dropout", "0.3")
+        args += ["--cpu-gemm", gemm]
         assert main([*args, "--cpu-workers", str(workers)]) == 0
         runs[workers] = (read_log(save), load_checkpoint(save / "checkpoint_last.pt")["model"])
     (log1, model1), (log2, model2) = runs[1], runs[2]
+    assert len(boards) == 6  # one per update of the 2-worker run
+    deferred = sum(len(products) for board in boards for products in board.products)
+    assert deferred > 0 if gemm == "onednn" else deferred == 0
     assert [r["update"] for r in log1] == [r["update"] for r in log2] == list(range(1, 7))
     assert [r["loss"] for r in log2] == pytest.approx([r["loss"] for r in log1], rel=1e-5)
     for key, value in model1.items():

@@ -22,7 +22,11 @@ batches grew the bench's peak RSS from 1.4 to 2.0 GiB. ``set_cpu_gemm`` caps the
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +39,26 @@ CACHED_KERNELS = 32
 AUTO_MIN_D_MODEL = 256
 AUTO_MIN_TOKENS = 2048  # training: tokens per micro-batch
 AUTO_MIN_DECODE_ROWS = 256  # decoding: sentences x beam of the largest batch
+
+
+class WeightGradSink(Protocol):
+    def defer(self, weight: Tensor, grad_out: Tensor, inputs: Tensor) -> None: ...
+
+
+_deferral = threading.local()
+
+
+@contextlib.contextmanager
+def defer_weight_grads(sink: WeightGradSink) -> Iterator[None]:
+    """In this thread's backward passes, oneDNN linear layers hand ``(weight, grad_out, x)`` to
+    ``sink`` and leave the weight's gradient to whoever computes ``grad_out.T @ x`` (autograd reports
+    None for it). CPU autograd runs a backward on the thread that called it."""
+    previous = getattr(_deferral, "sink", None)
+    _deferral.sink = sink
+    try:
+        yield
+    finally:
+        _deferral.sink = previous
 
 
 def onednn_available() -> bool:
@@ -79,7 +103,13 @@ class _OneDnnLinear(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         grad = grad.contiguous()
         grad_x = onednn_matmul(grad, weight.t(), None) if ctx.needs_input_grad[0] else None
-        grad_weight = torch.mm(grad.t(), x) if ctx.needs_input_grad[1] else None
+        grad_weight = None
+        if ctx.needs_input_grad[1]:
+            sink = getattr(_deferral, "sink", None)
+            if sink is None:
+                grad_weight = torch.mm(grad.t(), x)
+            else:
+                sink.defer(weight, grad, x)
         grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return grad_x, grad_weight, grad_bias
 

@@ -24,6 +24,7 @@ import re
 import resource
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_pr
 from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
-from pipeline_lib.model.linear import resolve_cpu_gemm, set_cpu_gemm
+from pipeline_lib.model.linear import defer_weight_grads, resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.parallel import single_intra_op_thread
 from pipeline_lib.train.batching import Batch
@@ -51,6 +52,7 @@ from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss, ppl
 from pipeline_lib.train.schedule import InverseSqrtSchedule
 from pipeline_lib.train.stall import UNIGRAM, unigram_entropy_bits
+from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads
 
 log = logging.getLogger(__name__)
 
@@ -488,27 +490,53 @@ class Trainer:
 
     def _accumulate_in_threads(self, batches: list[Batch], scale: float) -> tuple[Tensor, Tensor]:
         """--cpu-workers: micro-batches side by side, one intra-op thread each; their gradients are
-        summed in micro-batch order, as sequential backward() calls would accumulate them."""
+        summed in micro-batch order, as sequential backward() calls would accumulate them. The oneDNN
+        layers' weight-gradient products go to queues that an idle worker helps empty
+        (``weight_grad_sharing``)."""
+        shared = SharedWeightGrads(len(batches))
+        next_batch = iter(range(len(batches)))
+        lock = threading.Lock()
+        results: list[tuple[Tensor, Tensor, tuple[Tensor | None, ...]] | None] = [None] * len(batches)
 
-        def micro_batch(i: int) -> tuple[Tensor, Tensor, tuple[Tensor | None, ...]]:
-            with dropout_generator(self._micro_batch_generator(i)):
-                loss, nll = self._forward_loss(batches[i])
-                grads = torch.autograd.grad(loss * scale, self.params, allow_unused=True)
-            return loss.detach(), nll.detach(), grads
+        def worker() -> None:
+            while True:
+                with lock:
+                    i = next(next_batch, None)
+                if i is None:
+                    shared.help_others()
+                    return
+                try:
+                    with (
+                        dropout_generator(self._micro_batch_generator(i)),
+                        defer_weight_grads(shared.queue(i)),
+                    ):
+                        loss, nll = self._forward_loss(batches[i])
+                        grads = torch.autograd.grad(loss * scale, self.params, allow_unused=True)
+                    shared.finish(i)
+                except BaseException:
+                    shared.abandon(i)  # so that no helper waits for this micro-batch's products
+                    raise
+                results[i] = (loss.detach(), nll.detach(), grads)
+
+        with single_intra_op_thread(), ThreadPoolExecutor(self.cfg.cpu_workers) as pool:
+            for future in [pool.submit(worker) for _ in range(self.cfg.cpu_workers)]:
+                future.result()
 
         loss_acc = torch.zeros((), device=self.device)
         nll_acc = torch.zeros((), device=self.device)
-        with single_intra_op_thread(), ThreadPoolExecutor(self.cfg.cpu_workers) as pool:
-            for loss, nll, grads in pool.map(micro_batch, range(len(batches))):
-                for param, grad in zip(self.params, grads, strict=True):
-                    if grad is None:
-                        continue
-                    if param.grad is None:
-                        param.grad = grad
-                    else:
-                        param.grad += grad
-                loss_acc += loss
-                nll_acc += nll
+        for i, result in enumerate(results):
+            assert result is not None
+            loss, nll, autograd_grads = result
+            grads = shared.complete(i, self.params, autograd_grads)
+            for param, grad in zip(self.params, grads, strict=True):
+                if grad is None:
+                    continue
+                if param.grad is None:
+                    param.grad = grad
+                else:
+                    param.grad += grad
+            loss_acc += loss
+            nll_acc += nll
         return loss_acc, nll_acc
 
     def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
