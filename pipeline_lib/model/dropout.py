@@ -10,24 +10,19 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pipeline_lib.parallel import thread_local_setting
+
 _local = threading.local()
 
 
-@contextlib.contextmanager
-def dropout_generator(generator: torch.Generator | None) -> Iterator[None]:
+def dropout_generator(generator: torch.Generator | None) -> contextlib.AbstractContextManager[None]:
     """Dropout in this thread draws from ``generator`` inside the block."""
-    previous = getattr(_local, "generator", None)
-    _local.generator = generator
-    try:
-        yield
-    finally:
-        _local.generator = previous
+    return thread_local_setting(_local, "generator", generator)
 
 
 # Keep-masks come from 16 random bits per element, four per 64-bit draw: the Mersenne Twister is

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
 from typing import Protocol
 
 import torch
@@ -33,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.parallel import thread_local_setting
 
 CPU_GEMMS = ("auto", "mkl", "onednn")
 CACHED_KERNELS = 32
@@ -48,17 +48,11 @@ class WeightGradSink(Protocol):
 _deferral = threading.local()
 
 
-@contextlib.contextmanager
-def defer_weight_grads(sink: WeightGradSink) -> Iterator[None]:
+def defer_weight_grads(sink: WeightGradSink) -> contextlib.AbstractContextManager[None]:
     """In this thread's backward passes, oneDNN linear layers hand ``(weight, grad_out, x)`` to
     ``sink`` and leave the weight's gradient to whoever computes ``grad_out.T @ x`` (autograd reports
     None for it). CPU autograd runs a backward on the thread that called it."""
-    previous = getattr(_deferral, "sink", None)
-    _deferral.sink = sink
-    try:
-        yield
-    finally:
-        _deferral.sink = previous
+    return thread_local_setting(_deferral, "sink", sink)
 
 
 def onednn_available() -> bool:
