@@ -17,7 +17,7 @@ from pipeline_lib.cli import main  # noqa: E402
 from pipeline_lib.data.indexed import ParallelCorpus  # noqa: E402
 from pipeline_lib.decode.search import EOS  # noqa: E402
 from pipeline_lib.model.linear import onednn_available  # noqa: E402
-from pipeline_lib.train import trainer as trainer_module  # noqa: E402
+from pipeline_lib.train import weight_grad_sharing  # noqa: E402
 from pipeline_lib.train.checkpoint import load_checkpoint, load_model  # noqa: E402
 from pipeline_lib.train.stall import unigram_entropy_bits  # noqa: E402
 from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads  # noqa: E402
@@ -141,7 +141,7 @@ def test_cpu_workers_give_the_sequential_update(
             super().__init__(*args, **kwargs)
             boards.append(self)
 
-    monkeypatch.setattr(trainer_module, "SharedWeightGrads", Recorded)
+    monkeypatch.setattr(weight_grad_sharing, "SharedWeightGrads", Recorded)
     runs = {}
     for workers in (1, 2):
         save = tmp_path / f"w{workers}"

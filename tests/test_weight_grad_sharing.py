@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -14,7 +13,7 @@ from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.linear import defer_weight_grads, onednn_available, set_cpu_gemm
 from pipeline_lib.model.transformer import build_model
 from pipeline_lib.parallel import single_intra_op_thread
-from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads
+from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads, run_micro_batches
 
 needs_onednn = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")
 
@@ -142,24 +141,9 @@ def test_workers_sharing_products_give_each_micro_batchs_gradients() -> None:
     batches = _batches(4)
     with single_intra_op_thread():  # reductions (bias, LayerNorm) round differently on 2 threads
         want = [_grads(model, b) for b in batches]
-    shared = SharedWeightGrads(len(batches), queue_bytes=64 << 10)
-    pending = iter(range(len(batches)))
-    lock = threading.Lock()
-    got: list[list[torch.Tensor | None]] = [[] for _ in batches]
-
-    def worker() -> None:
-        while True:
-            with lock:
-                i = next(pending, None)
-            if i is None:
-                shared.help_others()
-                return
-            got[i] = _grads(model, batches[i], shared.queue(i))
-            shared.finish(i)
-
-    with single_intra_op_thread(), ThreadPoolExecutor(2) as pool:
-        for future in [pool.submit(worker) for _ in range(2)]:
-            future.result(timeout=120)
+    with single_intra_op_thread():
+        got, shared = run_micro_batches(len(batches), 2, lambda i: _grads(model, batches[i]))
+    assert len(shared.products) == len(batches) and all(shared.products)
     for i in range(len(batches)):
         _assert_same(_filled(model, got[i], shared, i), want[i])
 

@@ -24,9 +24,7 @@ import re
 import resource
 import signal
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_pr
 from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
-from pipeline_lib.model.linear import defer_weight_grads, resolve_cpu_gemm, set_cpu_gemm
+from pipeline_lib.model.linear import resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.parallel import single_intra_op_thread
 from pipeline_lib.train.batching import Batch
@@ -52,7 +50,7 @@ from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss, ppl
 from pipeline_lib.train.schedule import InverseSqrtSchedule
 from pipeline_lib.train.stall import UNIGRAM, unigram_entropy_bits
-from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads
+from pipeline_lib.train.weight_grad_sharing import run_micro_batches
 
 log = logging.getLogger(__name__)
 
@@ -493,40 +491,18 @@ class Trainer:
         summed in micro-batch order, as sequential backward() calls would accumulate them. The oneDNN
         layers' weight-gradient products go to queues that an idle worker helps empty
         (``weight_grad_sharing``)."""
-        shared = SharedWeightGrads(len(batches))
-        next_batch = iter(range(len(batches)))
-        lock = threading.Lock()
-        results: list[tuple[Tensor, Tensor, tuple[Tensor | None, ...]] | None] = [None] * len(batches)
 
-        def worker() -> None:
-            while True:
-                with lock:
-                    i = next(next_batch, None)
-                if i is None:
-                    shared.help_others()
-                    return
-                try:
-                    with (
-                        dropout_generator(self._micro_batch_generator(i)),
-                        defer_weight_grads(shared.queue(i)),
-                    ):
-                        loss, nll = self._forward_loss(batches[i])
-                        grads = torch.autograd.grad(loss * scale, self.params, allow_unused=True)
-                    shared.finish(i)
-                except BaseException:
-                    shared.abandon(i)  # so that no helper waits for this micro-batch's products
-                    raise
-                results[i] = (loss.detach(), nll.detach(), grads)
+        def micro_batch(i: int) -> tuple[Tensor, Tensor, tuple[Tensor | None, ...]]:
+            with dropout_generator(self._micro_batch_generator(i)):
+                loss, nll = self._forward_loss(batches[i])
+                grads = torch.autograd.grad(loss * scale, self.params, allow_unused=True)
+            return loss.detach(), nll.detach(), grads
 
-        with single_intra_op_thread(), ThreadPoolExecutor(self.cfg.cpu_workers) as pool:
-            for future in [pool.submit(worker) for _ in range(self.cfg.cpu_workers)]:
-                future.result()
-
+        with single_intra_op_thread():
+            results, shared = run_micro_batches(len(batches), self.cfg.cpu_workers, micro_batch)
         loss_acc = torch.zeros((), device=self.device)
         nll_acc = torch.zeros((), device=self.device)
-        for i, result in enumerate(results):
-            assert result is not None
-            loss, nll, autograd_grads = result
+        for i, (loss, nll, autograd_grads) in enumerate(results):
             grads = shared.complete(i, self.params, autograd_grads)
             for param, grad in zip(self.params, grads, strict=True):
                 if grad is None:

@@ -19,11 +19,17 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
+
+from pipeline_lib.model.linear import defer_weight_grads
+
+T = TypeVar("T")
 
 DEFAULT_QUEUE_BYTES = 64 << 20  # per micro-batch: ~2 encoder layers' products of a 2k-token d=256 batch
 
@@ -153,3 +159,35 @@ class SharedWeightGrads:
                 raise RuntimeError("a linear layer deferred the gradient of a weight that is not a parameter")
             complete[k] = product.result if complete[k] is None else complete[k] + product.result
         return complete
+
+
+def run_micro_batches(
+    count: int, workers: int, micro_batch: Callable[[int], T]
+) -> tuple[list[T], SharedWeightGrads]:
+    """``micro_batch(i)`` for every i < ``count`` on ``workers`` threads, each call's backward
+    deferring its weight-gradient products to queue i; a worker with no micro-batch left takes the
+    others' products. Returns the calls' results in order, and the products for ``complete``."""
+    shared = SharedWeightGrads(count)
+    next_index = iter(range(count))
+    lock = threading.Lock()
+    results: dict[int, T] = {}
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(next_index, None)
+            if i is None:
+                shared.help_others()
+                return
+            try:
+                with defer_weight_grads(shared.queue(i)):
+                    results[i] = micro_batch(i)
+                shared.finish(i)
+            except BaseException:
+                shared.abandon(i)  # so that no helper waits for this micro-batch's products
+                raise
+
+    with ThreadPoolExecutor(workers) as pool:
+        for future in [pool.submit(worker) for _ in range(workers)]:
+            future.result()
+    return [results[i] for i in range(count)], shared
