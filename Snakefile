@@ -29,4 +29,4 @@ localrules:
 rule all:
     default_target: True
     input:
-        all_targets(),
+        PLAN.all_targets(),

@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from pipeline_lib import diverged
 from pipeline_lib.backtranslation import mix
 from pipeline_lib.errors import InputError
-from pipeline_lib.report import diverged
 from pipeline_lib.report.inputs import read_train_log
 
 
 def test_placeholders_only_for_diverged_runs(tmp_path: Path):
     status = tmp_path / "status.json"
     status.write_text(json.dumps({"status": "completed", "update": 10}))
-    assert not diverged.skip_diverged(status, tmp_path / "log", score=tmp_path / "s.json")
+    assert not diverged.skip_diverged(status, score=tmp_path / "s.json")
     assert not (tmp_path / "s.json").exists()
     status.write_text(json.dumps({"status": "diverged", "update": 3, "epoch": 1, "reason": "nan"}))
     assert diverged.skip_diverged(
-        status, tmp_path / "log", checkpoint=tmp_path / "avg.pt", text=[tmp_path / "h.txt"], lines=4,
+        status, checkpoint=tmp_path / "avg.pt", text=[tmp_path / "h.txt"], lines=4,
         score=tmp_path / "s.json", system="x",
     )  # fmt: skip
     assert (tmp_path / "h.txt").read_text() == "\n" * 4

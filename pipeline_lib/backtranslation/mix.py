@@ -23,7 +23,8 @@ import logging
 import shutil
 from pathlib import Path
 
-from pipeline_lib.data.textio import AtomicGroup, count_lines, read_lines
+from pipeline_lib.atomic import AtomicGroup
+from pipeline_lib.data.textio import count_lines, read_lines
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)

@@ -33,8 +33,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data.indexed import IndexedDatasetWriter, split_prefix
-from pipeline_lib.data.textio import AtomicGroup, count_lines, read_lines
+from pipeline_lib.data.textio import count_lines, read_lines
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import ConfigError, InputError
 

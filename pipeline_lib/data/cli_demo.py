@@ -47,7 +47,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline_lib.data.textio import AtomicGroup
+from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data.cli_demo import resources_dir
-from pipeline_lib.data.textio import AtomicGroup, read_lines
+from pipeline_lib.data.textio import read_lines
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline_lib.atomic import AtomicGroup, write_bytes, write_text
 from pipeline_lib.data.download import extract, fetch, sha256_file
-from pipeline_lib.data.textio import AtomicGroup, count_lines, read_lines
+from pipeline_lib.data.textio import count_lines, read_lines
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", action="append", type=int, default=[], help="expected bytes, one per --url")
     p.add_argument("--extract", action="store_true", help="extract .tgz/.tar/.gz/.sgm after download")
     p.add_argument("--recipe", choices=sorted(RECIPES), default=None)
+    p.add_argument(
+        "--manifest-copy",
+        type=Path,
+        default=None,
+        help="with --recipe: copy the download manifest here when done",
+    )
     p.add_argument("--retries", type=int, default=5)
     p.add_argument("--backoff", type=float, default=2.0, help="first retry delay in seconds (doubles)")
     p.add_argument("--timeout", type=float, default=60.0, help="socket timeout in seconds")
@@ -115,7 +122,7 @@ def _fetch_all(args: argparse.Namespace, urls: list[str], orig: Path) -> list[Pa
         )
         manifest[name] = {"url": url, "bytes": path.stat().st_size, "sha256": sha or sha256_file(path)}
         paths.append(path)
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_text(manifest_path, json.dumps(manifest, indent=2) + "\n")
     return paths
 
 
@@ -177,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
         if args.url:
             raise ConfigError("--recipe and --url are exclusive")
         _run_recipe(args)
+        if args.manifest_copy:
+            write_bytes(args.manifest_copy, (args.out_dir / "orig" / "manifest.json").read_bytes())
         return 0
     if not args.url:
         raise ConfigError("give --url (repeatable) or --recipe")

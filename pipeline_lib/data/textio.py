@@ -8,12 +8,11 @@ temporary file renamed into place, so a failed stage never clobbers a previous g
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
 
+from pipeline_lib.atomic import atomic_open
 from pipeline_lib.errors import InputError
 
 SPLITS = ("train", "valid", "test")
@@ -70,63 +69,11 @@ def read_parallel(src: str | os.PathLike[str], tgt: str | os.PathLike[str]) -> I
         yield s, t
 
 
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO]:
-    """Open ``path.tmp`` for writing and rename it onto ``path`` only on success."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    kwargs = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
-    f = open(tmp, mode, **kwargs)  # noqa: SIM115 - closed below
-    try:
-        yield f
-    except BaseException:
-        f.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    f.close()
-    os.replace(tmp, path)
-
-
 def write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> int:
     n = 0
-    with atomic_write(path) as f:
+    with atomic_open(path) as f:
         for line in lines:
             f.write(line)
             f.write("\n")
             n += 1
     return n
-
-
-class AtomicGroup:
-    """Several outputs written as ``*.tmp`` and renamed together at the end, so a stage that
-    fails half-way leaves every previous output untouched."""
-
-    def __init__(self) -> None:
-        self._pending: list[tuple[Path, Path]] = []
-
-    def tmp_for(self, path: str | os.PathLike[str]) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        self._pending.append((tmp, path))
-        return tmp
-
-    def commit(self) -> None:
-        for tmp, final in self._pending:
-            os.replace(tmp, final)
-        self._pending.clear()
-
-    def rollback(self) -> None:
-        for tmp, _ in self._pending:
-            tmp.unlink(missing_ok=True)
-        self._pending.clear()
-
-    def __enter__(self) -> AtomicGroup:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.rollback()

@@ -30,10 +30,12 @@ import time
 import torch
 
 from pipeline_lib.allocator import keep_freed_memory
-from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data
+from pipeline_lib.data.textio import count_lines
+from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data, split_size
 from pipeline_lib.decode.outputs import Postprocess, render, write_outputs
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import check_cpu_gemm, resolve_device, translate
+from pipeline_lib.diverged import add_skip_argument, is_diverged, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.linear import CPU_GEMMS
 
@@ -53,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     io.add_argument("--output-subword", default=None, help="also write the raw subword hypotheses")
     io.add_argument("--output-generate", default=None, help="also write fairseq-generate S/T/H/D/P lines")
     io.add_argument("--output-jsonl", default=None, help="also write one JSON record per sentence")
+    add_skip_argument(io)
     io.add_argument("--remove-bpe", choices=["auto", "bpe", "spm", "none"], default="auto",
                     help="subword kind to undo (auto: from the data's meta.json)")  # fmt: skip
     io.add_argument("--detok", choices=["auto", "moses", "none"], default="auto",
@@ -113,6 +116,22 @@ def _search_config(args: argparse.Namespace) -> SearchConfig:
     )
 
 
+def _placeholders_if_diverged(args: argparse.Namespace) -> bool:
+    """Empty hypotheses, one per source sentence, in every requested output of a diverged run."""
+    text = [p for p in (args.output, args.output_generate, args.output_subword, args.output_jsonl) if p]
+    if not is_diverged(args.skip_if_diverged):
+        return False
+    if args.split:
+        if not args.data_dir:
+            raise ConfigError(
+                "--skip-if-diverged with --split needs --data-dir (the checkpoint may not exist)"
+            )
+        lines = split_size(args.data_dir, args.split)
+    else:
+        lines = count_lines(args.input)
+    return skip_diverged(args.skip_if_diverged, text=text, lines=lines)
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     cfg = _search_config(args)  # validates the search flags before anything heavy happens
@@ -123,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{flag.replace('_', '-')} must be >= 0")
     if args.max_tokens == 0 and args.batch_size == 0:
         raise ConfigError("--max-tokens and --batch-size cannot both be 0 (unlimited)")
+    if args.skip_if_diverged and _placeholders_if_diverged(args):
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     keep_freed_memory()  # beam search re-allocates the same multi-MB tensors every step

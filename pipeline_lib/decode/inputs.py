@@ -103,3 +103,12 @@ def read_binarized_sources(
             )
         refs = [vocab.string(tgt[i]) for i in range(len(tgt))]
     return Sources(ids, [vocab.string(s) for s in ids], refs, unk, total, f"{prefix}.*")
+
+
+def split_size(bin_dir: str | os.PathLike[str], split: str) -> int:
+    """Sentences of a binarized split, from binarize's meta.json (for a diverged run's placeholders)."""
+    meta = load_meta(Path(bin_dir))
+    stats = meta.get("splits", {}).get(split)
+    if stats is None:
+        raise InputError(f"{Path(bin_dir) / 'meta.json'}: no split {split!r}")
+    return int(stats.get("pairs", stats.get("sentences", 0)))

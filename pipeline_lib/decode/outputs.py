@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data.detok import moses_detokenize, postprocess_subwords
-from pipeline_lib.data.textio import AtomicGroup
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.decode.search import Hypothesis
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.evaluate import analysis as A
 from pipeline_lib.evaluate.cli_significance import _named_path
@@ -17,8 +18,6 @@ from pipeline_lib.evaluate.textio import (
     check_same_length,
     iter_segments,
     read_segments,
-    write_json_atomic,
-    write_text_atomic,
 )
 
 log = logging.getLogger(__name__)
@@ -152,12 +151,10 @@ def run(args: argparse.Namespace) -> int:
         },
     }
     out = Path(args.output_dir)
-    write_json_atomic(out / "analysis.json", result)
+    write_json(out / "analysis.json", result)
     wa_cols = ["matched", "ref_count", "out_count", "recall", "precision", "f_measure"]
-    write_text_atomic(out / "word_accuracy.tsv", _tsv(word_acc, wa_cols))
-    write_text_atomic(
-        out / "length_bleu.tsv", _tsv(length_bleu, ["n_segments", "bleu", "sys_len", "ref_len"])
-    )
+    write_text(out / "word_accuracy.tsv", _tsv(word_acc, wa_cols))
+    write_text(out / "length_bleu.tsv", _tsv(length_bleu, ["n_segments", "bleu", "sys_len", "ref_len"]))
     if not args.no_plots:
         from pipeline_lib.evaluate.plots import grouped_bars
 

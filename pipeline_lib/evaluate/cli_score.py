@@ -7,9 +7,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from pipeline_lib.atomic import write_json
+from pipeline_lib.diverged import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import metrics as M
-from pipeline_lib.evaluate.textio import check_same_length, read_segments, write_json_atomic
+from pipeline_lib.evaluate.textio import check_same_length, read_segments
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="En-De convention: s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g on both sides before tokenized BLEU",
     )
+    add_skip_argument(p)
     p.add_argument(
         "--no-wordnet",
         action="store_true",
@@ -129,8 +132,10 @@ def score_system(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.skip_if_diverged and skip_diverged(args.skip_if_diverged, score=args.output, system=args.system):
+        return 0
     result = score_system(args)
-    write_json_atomic(args.output, result)
+    write_json(args.output, result)
     line = " ".join(f"{k}={v['score']:.2f}" for k, v in result["scores"].items())
     print(f"{result['system']}: {line} ({result['n_segments']} segments) -> {args.output}")
     return 0

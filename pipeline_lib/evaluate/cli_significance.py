@@ -7,13 +7,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import significance as S
 from pipeline_lib.evaluate.textio import (
     check_same_length,
     read_segments,
-    write_json_atomic,
-    write_text_atomic,
 )
 
 log = logging.getLogger(__name__)
@@ -109,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
                 first_row=out,
             )
 
-    write_json_atomic(args.output, result)
+    write_json(args.output, result)
     if args.markdown:
         text = "\n".join(S.render_matrix_markdown(m) for m in result["pairwise"].values())
-        write_text_atomic(args.markdown, text)
+        write_text(args.markdown, text)
     for metric, block in result["vs_baseline"].items():
         for row in [block["baseline"], *block["systems"]]:
             p = "baseline" if row["p_value"] is None else f"p={row['p_value']:.4f}"

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: cluster nodes have no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from pipeline_lib.evaluate.textio import write_bytes_atomic  # noqa: E402
+from pipeline_lib.atomic import write_bytes  # noqa: E402
 
 
 def grouped_bars(
@@ -42,4 +42,4 @@ def grouped_bars(
         fig.savefig(buf, format="png")
     finally:
         plt.close(fig)
-    write_bytes_atomic(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())

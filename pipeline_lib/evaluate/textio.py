@@ -7,12 +7,9 @@ produce a score for the wrong pairs.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from pipeline_lib.errors import InputError
 
@@ -76,37 +73,3 @@ def check_same_length(
             f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}: "
             f"{longer}:{first_unpaired} has no partner line in {shorter}"
         )
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it into place, so a crash or a
-    bad input never leaves a truncated result where a good one was."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

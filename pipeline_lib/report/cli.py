@@ -15,17 +15,21 @@ table; every number in the outputs is read from those files.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 
+from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.evaluate.textio import write_text_atomic
 from pipeline_lib.report.inputs import read_spec
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--spec", required=True, help="report spec JSON (results/report_spec.json)")
+    spec = p.add_mutually_exclusive_group(required=True)
+    spec.add_argument("--spec", help="report spec JSON (results/report_spec.json)")
+    spec.add_argument("--spec-json", help="the spec itself, as JSON text (the workflow's report_spec rule)")
+    p.add_argument("--write-spec", help="write the spec (indented, sorted keys) to this file")
     p.add_argument("--tables", help="write the markdown tables here")
     p.add_argument("--learning-curves", help="write the train/dev perplexity plot (PNG) here")
     p.add_argument("--stability-map", help="write the stability heatmap (PNG) here")
@@ -34,14 +38,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.write_spec:
+        if not args.spec_json:
+            raise ConfigError("--write-spec goes with --spec-json")
+        try:
+            spec = json.loads(args.spec_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--spec-json: not valid JSON ({exc.msg})") from None
+        write_text(args.write_spec, json.dumps(spec, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {args.write_spec}")
+        return 0
     if not (args.tables or args.learning_curves or args.stability_map or args.stability_table):
         raise ConfigError("nothing to do: give --tables, --learning-curves or --stability-map")
+    if args.spec is None:
+        raise ConfigError("rendering reads the spec from a file: give --spec")
     spec = read_spec(args.spec)
     if args.tables:
         from pipeline_lib.report.tables import render
 
         text = render(spec)
-        write_text_atomic(args.tables, text)
+        write_text(args.tables, text)
         print(text)
     if args.learning_curves:
         from pipeline_lib.report.plots import learning_curves

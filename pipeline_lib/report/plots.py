@@ -14,7 +14,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from pipeline_lib.evaluate.textio import write_bytes_atomic, write_text_atomic  # noqa: E402
+from pipeline_lib.atomic import write_bytes, write_text  # noqa: E402
 from pipeline_lib.report.inputs import (  # noqa: E402
     Run,  # noqa: E402
     TrainLog,
@@ -28,7 +28,7 @@ def _save(fig: Any, path: str) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
-    write_bytes_atomic(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())
 
 
 def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
@@ -135,4 +135,4 @@ def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None =
                     cells.append(f"**diverged** at {st.get('update', '?')}" if diverged else st["status"])
                 lines.append(f"| {d.replace('-', 'L-')}L | " + " | ".join(cells) + " |")
             lines.append("")
-        write_text_atomic(table_path, "\n".join(lines))
+        write_text(table_path, "\n".join(lines))

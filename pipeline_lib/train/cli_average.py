@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pipeline_lib.diverged import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.train.average import last_checkpoints, write_average
 
@@ -30,9 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--num-update-checkpoints", type=int, default=None, help="average the last N checkpoint_E_U.pt"
     )
     p.add_argument("--output", required=True, type=Path)
+    add_skip_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.skip_if_diverged and skip_diverged(args.skip_if_diverged, checkpoint=args.output):
+        return 0
     if args.inputs:
         if args.num_epoch_checkpoints or args.num_update_checkpoints:
             raise ConfigError(

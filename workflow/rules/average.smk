@@ -1,5 +1,5 @@
 # Checkpoint averaging (last N epoch checkpoints, or interval checkpoints with average_kind: update;
-# fp32 sums). A diverged run gets a placeholder.
+# fp32 sums). A diverged run gets a placeholder (--skip-if-diverged).
 
 
 rule average:
@@ -16,13 +16,6 @@ rule average:
         mem_mb=4000,
         runtime=30,
     params:
-        save_dir=lambda wc: exp_dir(wc.exp),
-        last=lambda wc: recipe(wc.exp).get("average_last", 5),
-        kind=lambda wc: recipe(wc.exp).get("average_kind", "epoch"),
-    run:
-        if DIV.skip_diverged(input.status, log[0], checkpoint=output[0]):
-            return
-        shell(
-            "python -m pipeline_lib average --save-dir {params.save_dir}"
-            " --num-{params.kind}-checkpoints {params.last} --output {output} > {log} 2>&1"
-        )
+        args=lambda wc: CMD.average(wc.exp),
+    shell:
+        "python -m pipeline_lib average {params.args} > {log:q} 2>&1"

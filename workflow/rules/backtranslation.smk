@@ -19,26 +19,14 @@ rule translate_backtranslation:
         mem_mb=4000,
         runtime=240,
     params:
-        args=lambda wc: decoding_flags(BT[wc.bt]["decoding"]),
-        mono=lambda wc: bt_mono(wc.bt),
-    run:
-        if DIV.skip_diverged(
-            input.status,
-            log[0],
-            text=[output.bpe, output.text],
-            lines=count_lines(params.mono),
-        ):
-            return
-        shell(
-            "python -m pipeline_lib translate --checkpoint {input.checkpoint} --input {params.mono}"
-            " --output {output.text} --output-subword {output.bpe} {params.args}"
-            " --device auto --threads {threads} --no-progress > {log} 2>&1"
-        )
+        args=lambda wc, output, threads: CMD.backtranslate(wc.bt, output, threads),
+    shell:
+        "python -m pipeline_lib translate {params.args} > {log:q} 2>&1"
 
 
 rule bt_mix:
     input:
-        real=lambda wc: f"{data_dir(BT[wc.bt]['dataset'], 'bpe')}/meta.json",
+        real=lambda wc: PLAN.bpe_marker(PLAN.backtranslation[wc.bt]["dataset"]),
         synthetic=f"{W}/backtranslation/{{bt}}/synthetic.bpe",
     output:
         f"{W}/data/bt-{{bt}}/bpe/meta.json",
@@ -51,9 +39,6 @@ rule bt_mix:
         mem_mb=4000,
         runtime=60,
     params:
-        real=lambda wc: data_dir(BT[wc.bt]["dataset"], "bpe"),
-        out=lambda wc: data_dir(f"bt-{wc.bt}", "bpe"),
-        args=lambda wc: bt_mix_flags(wc.bt),
+        args=lambda wc: CMD.bt_mix(wc.bt),
     shell:
-        "python -m pipeline_lib bt-mix --real-dir {params.real} --synthetic-src {input.synthetic}"
-        " --out-dir {params.out} {params.args} > {log} 2>&1"
+        "python -m pipeline_lib bt-mix {params.args} > {log:q} 2>&1"

@@ -7,7 +7,7 @@ rule prepare_demo:
     log:
         "logs/prepare_demo/{ds}.log",
     wildcard_constraints:
-        ds=regex(dataset_names("demo")),
+        ds=regex(PLAN.dataset_names("demo")),
     conda:
         CONDA_ENV
     threads: 1
@@ -15,14 +15,9 @@ rule prepare_demo:
         mem_mb=4000,
         runtime=30,
     params:
-        out=lambda wc: data_dir(wc.ds, "raw"),
-        args=lambda wc: flags(
-            [("src", DATASETS[wc.ds]["src"]), ("tgt", DATASETS[wc.ds]["tgt"])]
-        ),
-        books=lambda wc: demo_book_flags(wc.ds),
+        args=lambda wc: CMD.prepare_demo(wc.ds),
     shell:
-        "python -m pipeline_lib prepare-demo --out-dir {params.out} {params.args} {params.books}"
-        " > {log} 2>&1"
+        "python -m pipeline_lib prepare-demo {params.args} > {log:q} 2>&1"
 
 
 rule prepare_ding:
@@ -31,7 +26,7 @@ rule prepare_ding:
     log:
         "logs/prepare_ding/{ds}.log",
     wildcard_constraints:
-        ds=regex(dataset_names("ding")),
+        ds=regex(PLAN.dataset_names("ding")),
     conda:
         CONDA_ENV
     threads: 1
@@ -39,10 +34,9 @@ rule prepare_ding:
         mem_mb=4000,
         runtime=30,
     params:
-        out=lambda wc: data_dir(wc.ds, "raw"),
-        args=lambda wc: ding_flags(wc.ds),
+        args=lambda wc: CMD.prepare_ding(wc.ds),
     shell:
-        "python -m pipeline_lib prepare-ding --out-dir {params.out} {params.args} > {log} 2>&1"
+        "python -m pipeline_lib prepare-ding {params.args} > {log:q} 2>&1"
 
 
 rule download:
@@ -51,7 +45,7 @@ rule download:
     log:
         "logs/download/{ds}.log",
     wildcard_constraints:
-        ds=regex(dataset_names("download")),
+        ds=regex(PLAN.dataset_names("download")),
     conda:
         CONDA_ENV
     threads: 1
@@ -59,25 +53,21 @@ rule download:
         mem_mb=8000,
         runtime=1440,
     params:
-        out=lambda wc: f"{W}/data/{wc.ds}",
-        recipe=lambda wc: DATASETS[wc.ds]["recipe"],
+        args=lambda wc, output: CMD.download(wc.ds, output[0]),
     shell:
-        "python -m pipeline_lib download --recipe {params.recipe} --out-dir {params.out} > {log} 2>&1"
-        " && cp {params.out}/orig/manifest.json {output}"
+        "python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
 
 rule monolingual:
     input:
-        text=lambda wc: DATASETS[wc.ds]["mono"],
-        raw=lambda wc: raw_marker(wc.ds),
+        text=lambda wc: PLAN.datasets[wc.ds]["mono"],
+        raw=lambda wc: PLAN.raw_marker(wc.ds),
     output:
         f"{W}/data/{{ds}}/raw/mono.{{lang}}",
     log:
         "logs/monolingual/{ds}.{lang}.log",
     wildcard_constraints:
-        ds=regex(
-            [n for n, d in DATASETS.items() if "mono" in d and d["source"] != "local"]
-        ),
+        ds=regex(PLAN.mono_dataset_names()),
     conda:
         CONDA_ENV
     threads: 1
@@ -85,7 +75,7 @@ rule monolingual:
         mem_mb=1000,
         runtime=60,
     shell:
-        "cp {input.text} {output} 2> {log}"
+        "cp {input.text:q} {output:q} 2> {log:q}"
 
 
 rule preprocess:
@@ -96,7 +86,7 @@ rule preprocess:
     log:
         "logs/preprocess/{ds}.log",
     wildcard_constraints:
-        ds=regex(list(DATASETS)),
+        ds=regex(PLAN.datasets),
     conda:
         CONDA_ENV
     threads: config["threads"]["data"]
@@ -104,9 +94,6 @@ rule preprocess:
         mem_mb=4000,
         runtime=120,
     params:
-        raw=lambda wc: raw_dir(wc.ds),
-        out=lambda wc: data_dir(wc.ds, "tok"),
-        args=lambda wc: preprocess_flags(wc.ds),
+        args=lambda wc, threads: CMD.preprocess(wc.ds, threads),
     shell:
-        "python -m pipeline_lib preprocess --in-dir {params.raw} --out-dir {params.out} {params.args}"
-        " --workers {threads} > {log} 2>&1"
+        "python -m pipeline_lib preprocess {params.args} > {log:q} 2>&1"

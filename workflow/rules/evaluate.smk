@@ -5,7 +5,7 @@ rule score:
     input:
         hyp=f"{R}/experiments/{{exp}}/{{split}}.hyp",
         status=f"{W}/experiments/{{exp}}/status.json",
-        data=lambda wc: ref_marker(eval_dataset(wc.exp)),
+        data=lambda wc: PLAN.ref_marker(PLAN.eval_dataset(wc.exp)),
     output:
         report(
             f"{R}/experiments/{{exp}}/{{split}}.score.json",
@@ -23,15 +23,9 @@ rule score:
         mem_mb=2000,
         runtime=30,
     params:
-        args=score_flags,
-    run:
-        if DIV.skip_diverged(
-            input.status, log[0], score=output[0], system=wildcards.exp
-        ):
-            return
-        shell(
-            "python -m pipeline_lib score --hyp {input.hyp} -o {output} {params.args} > {log} 2>&1"
-        )
+        args=lambda wc: CMD.score(wc.exp, wc.split),
+    shell:
+        "python -m pipeline_lib score {params.args} > {log:q} 2>&1"
 
 
 rule significance:
@@ -42,7 +36,7 @@ rule significance:
     log:
         "logs/significance/{table}.log",
     wildcard_constraints:
-        table=regex(list(SIGNIFICANCE)),
+        table=regex(PLAN.significance),
     conda:
         CONDA_ENV
     threads: 1
@@ -50,9 +44,9 @@ rule significance:
         mem_mb=4000,
         runtime=120,
     params:
-        args=significance_flags,
+        args=lambda wc: CMD.significance(wc.table),
     shell:
-        "python -m pipeline_lib significance {params.args} -o {output} > {log} 2>&1"
+        "python -m pipeline_lib significance {params.args} > {log:q} 2>&1"
 
 
 rule analyze:
@@ -79,7 +73,6 @@ rule analyze:
         mem_mb=4000,
         runtime=60,
     params:
-        args=analysis_flags,
-        out=lambda wc, output: os.path.dirname(output.json),
+        args=lambda wc, output: CMD.analyze(str(Path(output.json).parent)),
     shell:
-        "python -m pipeline_lib analyze {params.args} -o {params.out} > {log} 2>&1"
+        "python -m pipeline_lib analyze {params.args} > {log:q} 2>&1"

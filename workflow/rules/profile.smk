@@ -4,13 +4,13 @@
 
 rule profile_admin:
     input:
-        lambda wc: bin_marker(wc.exp),
+        lambda wc: PLAN.bin_marker(wc.exp),
     output:
         f"{W}/experiments/{{exp}}/admin_profile.json",
     log:
         "logs/profile_admin/{exp}.log",
     wildcard_constraints:
-        exp=regex([n for n, e in EXPERIMENTS.items() if e["residual"] == "admin"]),
+        exp=regex(PLAN.admin_names()),
     priority: train_priority
     conda:
         CONDA_ENV
@@ -20,6 +20,6 @@ rule profile_admin:
         mem_mb=res_fn("profile_admin", "mem_mb", 4000),
         runtime=res_fn("profile_admin", "runtime", 30),
     params:
-        args=profile_flags,
+        args=lambda wc: CMD.profile(wc.exp),
     shell:
-        "python -m pipeline_lib profile --output {output} {params.args} > {log} 2>&1"
+        "python -m pipeline_lib profile {params.args} > {log:q} 2>&1"

@@ -9,18 +9,17 @@ rule report_spec:
     conda:
         CONDA_ENV
     params:
-        spec=lambda wc: json.dumps(report_spec(), indent=2, sort_keys=True),
-    run:
-        Path(output[0]).write_text(f"{params.spec}\n", encoding="utf-8")
-        Path(log[0]).write_text(f"wrote {output[0]}\n", encoding="utf-8")
+        args=lambda wc, output: CMD.report_spec(output[0]),
+    shell:
+        "python -m pipeline_lib report {params.args} > {log:q} 2>&1"
 
 
 rule report:
     input:
         spec=f"{R}/report_spec.json",
-        scores=[score_file(n) for n in table_experiments()],
-        status=[status_file(n) for n in table_experiments()],
-        significance=[f"{R}/significance/{t}.json" for t in SIGNIFICANCE],
+        scores=[PLAN.score_file(n) for n in PLAN.table_experiments()],
+        status=[PLAN.status_file(n) for n in PLAN.table_experiments()],
+        significance=[PLAN.significance_file(t) for t in PLAN.significance],
     output:
         report(f"{R}/tables.md", caption="../report/tables.rst", category="Tables"),
     log:
@@ -32,13 +31,13 @@ rule report:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m pipeline_lib report --spec {input.spec} --tables {output} > {log} 2>&1"
+        "python -m pipeline_lib report --spec {input.spec:q} --tables {output:q} > {log:q} 2>&1"
 
 
 rule learning_curves:
     input:
         spec=f"{R}/report_spec.json",
-        status=[status_file(n) for n in table_experiments()],
+        status=[PLAN.status_file(n) for n in PLAN.table_experiments()],
     output:
         report(
             f"{R}/plots/learning_curves.png",
@@ -54,13 +53,13 @@ rule learning_curves:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m pipeline_lib report --spec {input.spec} --learning-curves {output} > {log} 2>&1"
+        "python -m pipeline_lib report --spec {input.spec:q} --learning-curves {output:q} > {log:q} 2>&1"
 
 
 rule stability_map:
     input:
         spec=f"{R}/report_spec.json",
-        status=[status_file(n) for n in STABILITY_RUNS],
+        status=[PLAN.status_file(n) for n in PLAN.stability_runs],
     output:
         plot=report(
             f"{R}/plots/stability_map.png",
@@ -77,5 +76,5 @@ rule stability_map:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m pipeline_lib report --spec {input.spec} --stability-map {output.plot}"
-        " --stability-table {output.table} > {log} 2>&1"
+        "python -m pipeline_lib report --spec {input.spec:q} --stability-map {output.plot:q}"
+        " --stability-table {output.table:q} > {log:q} 2>&1"

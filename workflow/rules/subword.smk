@@ -9,7 +9,7 @@ rule learn_bpe:
     log:
         "logs/learn_bpe/{ds}.log",
     wildcard_constraints:
-        ds=regex(list(DATASETS)),
+        ds=regex(PLAN.datasets),
     conda:
         CONDA_ENV
     threads: config["threads"]["data"]
@@ -17,12 +17,9 @@ rule learn_bpe:
         mem_mb=4000,
         runtime=120,
     params:
-        tok=lambda wc: data_dir(wc.ds, "tok"),
-        out=lambda wc: data_dir(wc.ds, "subword"),
-        args=lambda wc: learn_bpe_flags(wc.ds),
+        args=lambda wc, threads: CMD.learn_bpe(wc.ds, threads),
     shell:
-        "python -m pipeline_lib learn-bpe --in-dir {params.tok} --model-dir {params.out} {params.args}"
-        " --workers {threads} > {log} 2>&1"
+        "python -m pipeline_lib learn-bpe {params.args} > {log:q} 2>&1"
 
 
 rule apply_bpe:
@@ -34,7 +31,7 @@ rule apply_bpe:
     log:
         "logs/apply_bpe/{ds}.log",
     wildcard_constraints:
-        ds=regex(list(DATASETS)),
+        ds=regex(PLAN.datasets),
     conda:
         CONDA_ENV
     threads: config["threads"]["data"]
@@ -42,13 +39,9 @@ rule apply_bpe:
         mem_mb=4000,
         runtime=120,
     params:
-        tok=lambda wc: data_dir(wc.ds, "tok"),
-        model=lambda wc: data_dir(wc.ds, "subword"),
-        out=lambda wc: data_dir(wc.ds, "bpe"),
-        args=lambda wc: apply_bpe_flags(wc.ds),
+        args=lambda wc, threads: CMD.apply_bpe(wc.ds, threads),
     shell:
-        "python -m pipeline_lib apply-bpe --in-dir {params.tok} --model-dir {params.model}"
-        " --out-dir {params.out} {params.args} --workers {threads} > {log} 2>&1"
+        "python -m pipeline_lib apply-bpe {params.args} > {log:q} 2>&1"
 
 
 rule binarize:
@@ -65,9 +58,6 @@ rule binarize:
         mem_mb=4000,
         runtime=60,
     params:
-        bpe=lambda wc: data_dir(wc.ds, "bpe"),
-        out=lambda wc: data_dir(wc.ds, "bin"),
-        args=lambda wc: binarize_flags(wc.ds),
+        args=lambda wc: CMD.binarize(wc.ds),
     shell:
-        "python -m pipeline_lib binarize --in-dir {params.bpe} --out-dir {params.out} {params.args}"
-        " > {log} 2>&1"
+        "python -m pipeline_lib binarize {params.args} > {log:q} 2>&1"

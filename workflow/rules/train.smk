@@ -12,7 +12,7 @@ rule train:
     log:
         "logs/train/{exp}.log",
     wildcard_constraints:
-        exp=regex(plain_names()),
+        exp=regex(PLAN.plain_names()),
     priority: train_priority
     conda:
         CONDA_ENV
@@ -26,19 +26,19 @@ rule train:
         runtime=res_fn("train", "runtime", 1440),
     params:
         launch=train_launcher,
-        args=train_flags,
+        args=lambda wc, threads: CMD.train(wc.exp, threads),
     # `exec`: the trainer replaces the job's bash. SLURM signals (scancel --signal, --signal=TERM@s
     # before the time limit, preemption) reach every process of the job step; bash would die of
     # SIGTERM at once and let the step end (and the trainer be killed or orphaned) before the
     # checkpoint is saved. With exec, Snakemake waits for the trainer's own exit 75 and retries.
     shell:
-        "exec {params.launch} train {params.args} > {log} 2>&1"
+        "exec {params.launch} train {params.args} > {log:q} 2>&1"
 
 
 use rule train as train_backtranslation with:
     log:
         "logs/train_backtranslation/{exp}.log",
     wildcard_constraints:
-        exp=regex(bt_names()),
+        exp=regex(PLAN.bt_names()),
     conda:
         CONDA_ENV

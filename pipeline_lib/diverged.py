@@ -2,18 +2,21 @@
 
 A diverged run (``status.json`` written by ``train`` with ``"status": "diverged"``) has no model to
 average or decode, but the workflow must still finish so that the tables can say "diverged". The
-average, translate and score rules call :func:`skip_diverged` first: it writes their outputs as
-placeholders marked diverged (a JSON marker instead of a checkpoint, empty hypotheses with the
-split's line count, a score JSON without scores) and tells the rule to skip the real stage.
+``average``, ``translate`` and ``score`` stages take ``--skip-if-diverged STATUS``: when the run
+diverged, :func:`skip_diverged` writes their outputs as placeholders marked diverged (a JSON marker
+instead of a checkpoint, empty hypotheses with the split's line count, a score JSON without scores)
+and the stage exits 0 without running.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import InputError
 
 PLACEHOLDER_FORMAT = "deepnmt-placeholder/1"
@@ -37,14 +40,6 @@ def is_diverged(path: str | os.PathLike[str]) -> bool:
     return read_status(path).get("status") == "diverged"
 
 
-def _write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
-
-
 def _marker(status: dict[str, Any], status_path: str | os.PathLike[str]) -> dict[str, Any]:
     return {
         "status": "diverged",
@@ -57,7 +52,6 @@ def _marker(status: dict[str, Any], status_path: str | os.PathLike[str]) -> dict
 
 def skip_diverged(
     status_path: str | os.PathLike[str],
-    log_path: str | os.PathLike[str] | None = None,
     *,
     checkpoint: str | os.PathLike[str] | None = None,
     text: list[str] | None = None,
@@ -72,19 +66,26 @@ def skip_diverged(
     marker = _marker(status, status_path)
     written = []
     if checkpoint is not None:
-        _write_atomic(checkpoint, json.dumps({"format": PLACEHOLDER_FORMAT, **marker}, indent=2) + "\n")
+        write_text(checkpoint, json.dumps({"format": PLACEHOLDER_FORMAT, **marker}, indent=2) + "\n")
         written.append(str(checkpoint))
     for path in text or []:
-        _write_atomic(path, "\n" * lines)  # one empty hypothesis per source sentence
+        write_text(path, "\n" * lines)  # one empty hypothesis per source sentence
         written.append(str(path))
     if score is not None:
         record = {"schema": SCORE_SCHEMA, "system": system, **marker, "scores": {}}
-        _write_atomic(score, json.dumps(record, indent=2) + "\n")
+        write_text(score, json.dumps(record, indent=2) + "\n")
         written.append(str(score))
-    if log_path is not None:
-        _write_atomic(
-            log_path,
-            f"training diverged at update {status.get('update')} ({status.get('reason')}): "
-            f"wrote placeholders {', '.join(written)}\n",
-        )
+    print(
+        f"training diverged at update {status.get('update')} ({status.get('reason')}): "
+        f"wrote placeholders {', '.join(written)}"
+    )
     return True
+
+
+def add_skip_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--skip-if-diverged",
+        metavar="STATUS",
+        default=None,
+        help="training status.json: if that run diverged, write placeholder outputs and exit 0",
+    )

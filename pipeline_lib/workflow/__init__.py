@@ -1,0 +1,15 @@
+"""The workflow's logic as plain, tested Python: what `workflow/rules/*.smk` asks of the config.
+
+* :mod:`.schema`      validates a config against the JSON schema and fills its defaults;
+* :mod:`.experiments` expands the stability grid into experiments;
+* :mod:`.crossref`    checks the references between config sections;
+* :mod:`.plan`        paths, recipes, priorities, significance sets, report spec and targets;
+* :mod:`.argv`        the quoted command line of every stage.
+
+The .smk files keep only paths, input functions and rules that call these.
+"""
+
+from pipeline_lib.workflow.argv import Commands
+from pipeline_lib.workflow.plan import Plan
+
+__all__ = ["Commands", "Plan"]

@@ -1,0 +1,338 @@
+"""The command line of every stage, built from the config and quoted here, never in a rule.
+
+Each method returns the arguments of one ``python -m pipeline_lib <stage>`` call as one shell-safe
+string: every value passes through :func:`shlex.quote`, so a config value can never become shell code.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable
+from typing import Any
+
+from pipeline_lib.workflow.plan import Plan
+
+Pairs = Iterable[tuple[str, Any]]
+
+
+def flag(name: str, value: Any) -> list[str]:
+    """``--name value`` as argv words: None/False drop the flag, True is a bare switch, a list repeats values."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return [f"--{name}"]
+    if isinstance(value, (list, tuple)):
+        return [f"--{name}", *(str(v) for v in value)] if value else []
+    return [f"--{name}", str(value)]
+
+
+def flags(pairs: Pairs) -> str:
+    return shlex.join(word for name, value in pairs for word in flag(name, value))
+
+
+class Commands:
+    """Arguments of each stage for one config (see :class:`Plan` for the paths)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.config = plan.config
+
+    # ------------------------------------------------------------------ data
+    def _langs(self, ds: str) -> Pairs:
+        src, tgt = self.plan.dataset_langs(ds)
+        return [("src", src), ("tgt", tgt)]
+
+    def prepare_demo(self, ds: str) -> str:
+        demo = self.plan.datasets[ds].get("demo", {})
+        books = [
+            (key.replace("_", "-"), demo[key])
+            for key in ("valid_books", "test_books", "mono_books")
+            if key in demo
+        ]
+        # An empty book list stays on the command line: it means "no such split", not "the default".
+        words = [w for name, value in books for w in ([f"--{name}", *value])]
+        return flags([("out-dir", self.plan.data_dir(ds, "raw")), *self._langs(ds)]) + (
+            " " + shlex.join(words) if words else ""
+        )
+
+    def prepare_ding(self, ds: str) -> str:
+        ding = self.plan.datasets[ds].get("ding", {})
+        return flags(
+            [
+                ("out-dir", self.plan.data_dir(ds, "raw")),
+                *self._langs(ds),
+                ("valid-size", ding.get("valid_size")),
+                ("test-size", ding.get("test_size")),
+                ("seed", ding.get("seed")),
+            ]
+        )
+
+    def download(self, ds: str, marker: str) -> str:
+        return flags(
+            [
+                ("recipe", self.plan.datasets[ds]["recipe"]),
+                ("out-dir", f"{self.plan.workdir}/data/{ds}"),
+                ("manifest-copy", marker),
+            ]
+        )
+
+    def preprocess(self, ds: str, workers: int) -> str:
+        d = self.plan.datasets[ds]
+        p = d.get("preprocess", {})
+        return flags(
+            [
+                ("in-dir", self.plan.raw_dir(ds)),
+                ("out-dir", self.plan.data_dir(ds, "tok")),
+                *self._langs(ds),
+                ("ratio", p.get("ratio")),
+                ("min-len", p.get("min_len")),
+                ("max-len", p.get("max_len")),
+                ("valid-every", p.get("valid_every")),
+                ("dedup", bool(p.get("dedup"))),
+                ("no-tokenize", d.get("subword", {}).get("kind") == "spm"),
+                ("workers", workers),
+            ]
+        )
+
+    def learn_bpe(self, ds: str, workers: int) -> str:
+        s = self.plan.datasets[ds].get("subword", {})
+        return flags(
+            [
+                ("in-dir", self.plan.data_dir(ds, "tok")),
+                ("model-dir", self.plan.data_dir(ds, "subword")),
+                *self._langs(ds),
+                ("kind", s.get("kind")),
+                ("merges", s.get("merges")),
+                ("min-frequency", s.get("min_frequency")),
+                ("vocab-size", s.get("vocab_size")),
+                ("workers", workers),
+            ]
+        )
+
+    def apply_bpe(self, ds: str, workers: int) -> str:
+        s = self.plan.datasets[ds].get("subword", {})
+        return flags(
+            [
+                ("in-dir", self.plan.data_dir(ds, "tok")),
+                ("model-dir", self.plan.data_dir(ds, "subword")),
+                ("out-dir", self.plan.data_dir(ds, "bpe")),
+                *self._langs(ds),
+                ("vocab-threshold", s.get("vocab_threshold")),
+                ("workers", workers),
+            ]
+        )
+
+    def binarize(self, ds: str) -> str:
+        b = self.plan.datasets[self.plan.base_dataset(ds)].get("binarize", {})
+        return flags(
+            [
+                ("in-dir", self.plan.data_dir(ds, "bpe")),
+                ("out-dir", self.plan.data_dir(ds, "bin")),
+                *self._langs(ds),
+                ("threshold", b.get("threshold")),
+                ("nwords", b.get("nwords")),
+                ("splits", ["train", "valid", "test"]),
+            ]
+        )
+
+    # ------------------------------------------------------------------ models
+    def model(self, name: str) -> Pairs:
+        exp = self.plan.experiments[name]
+        width = self.plan.width(name)
+        rec = self.plan.recipe(name)
+        return [
+            ("arch", width["arch"]),
+            ("d-model", width.get("d_model")),
+            ("ffn-dim", width.get("ffn_dim")),
+            ("heads", width.get("heads")),
+            ("encoder-layers", exp["encoder_layers"]),
+            ("decoder-layers", exp["decoder_layers"]),
+            ("residual", exp["residual"]),
+            ("dlcl-norm", exp.get("dlcl_norm")),
+            ("init", exp.get("init", "xavier")),
+            ("dropout", rec.get("dropout")),
+            ("attention-dropout", rec.get("attention_dropout")),
+            ("activation-dropout", rec.get("activation_dropout")),
+        ]
+
+    def _data(self, name: str) -> Pairs:
+        src, tgt = self.plan.exp_langs(name)
+        return [("data", self.plan.bin_dir(name)), ("source-lang", src), ("target-lang", tgt)]
+
+    def train(self, name: str, threads: int) -> str:
+        rec = self.plan.recipe(name)
+        exp = self.plan.experiments[name]
+        betas = rec.get("adam_betas")
+        admin = exp["residual"] == "admin"
+        pairs = [
+            *self._data(name),
+            ("save-dir", self.plan.exp_dir(name)),
+            ("optimizer", rec.get("optimizer")),
+            ("adam-betas", f"({betas[0]}, {betas[1]})" if betas else None),
+            ("adam-eps", rec.get("adam_eps")),
+            ("lr", rec["lr"]),
+            ("warmup-updates", rec["warmup_updates"]),
+            ("warmup-init-lr", rec.get("warmup_init_lr")),
+            ("clip-norm", rec.get("clip_norm")),
+            ("weight-decay", rec.get("weight_decay")),
+            ("label-smoothing", rec.get("label_smoothing")),
+            ("max-tokens", rec["max_tokens"]),
+            ("update-freq", rec.get("update_freq")),
+            ("max-epoch", rec.get("max_epoch")),
+            ("max-update", rec.get("max_update")),
+            ("amp", rec.get("amp")),
+            ("seed", exp.get("seed", 1)),
+            ("log-interval", rec.get("log_interval")),
+            ("keep-last-epochs", rec.get("keep_last_epochs")),
+            ("save-interval-updates", rec.get("save_interval_updates")),
+            ("keep-interval-updates", rec.get("keep_interval_updates")),
+            ("divergence-window", rec.get("divergence_window")),
+            ("divergence-threshold", rec.get("divergence_threshold")),
+            ("admin-profile", self.plan.admin_profile(name) if admin else None),
+            ("num-threads", threads),
+            ("progress", "none"),
+        ]
+        return flags([*self.model(name), *pairs])
+
+    def profile(self, name: str) -> str:
+        rec = self.plan.recipe(name)
+        pairs = [
+            *self._data(name),
+            ("max-tokens", min(rec.get("profile_max_tokens", rec["max_tokens"]), 8192)),
+            ("seed", self.plan.experiments[name].get("seed", 1)),
+            ("label-smoothing", rec.get("label_smoothing")),
+            ("closed-form", bool(rec.get("admin_closed_form"))),
+            ("output", self.plan.admin_profile(name)),
+        ]
+        return flags([*self.model(name), *pairs])
+
+    def average(self, name: str) -> str:
+        rec = self.plan.recipe(name)
+        exp_dir = self.plan.exp_dir(name)
+        return flags(
+            [
+                ("save-dir", exp_dir),
+                (f"num-{rec.get('average_kind', 'epoch')}-checkpoints", rec.get("average_last", 5)),
+                ("output", f"{exp_dir}/checkpoint_avg.pt"),
+                ("skip-if-diverged", self.plan.status_file(name)),
+            ]
+        )
+
+    # ------------------------------------------------------------------ decoding
+    def decoding(self, decoding: str) -> Pairs:
+        d = self.config["decoding"][decoding]
+        return [
+            ("beam", d.get("beam")),
+            ("lenpen", d.get("lenpen")),
+            ("max-len-a", d.get("max_len_a")),
+            ("max-len-b", d.get("max_len_b")),
+            ("max-tokens", d.get("max_tokens")),
+            ("sampling", bool(d.get("sampling"))),
+            ("sampling-topk", d.get("sampling_topk")),
+            ("temperature", d.get("temperature")),
+            ("seed", d.get("seed")),
+        ]
+
+    def translate(self, name: str, split: str, threads: int) -> str:
+        src, tgt = self.plan.exp_langs(name)
+        pairs = [
+            ("checkpoint", f"{self.plan.exp_dir(name)}/checkpoint_avg.pt"),
+            ("data-dir", self.plan.bin_dir(name)),
+            ("split", split),
+            ("source-lang", src),
+            ("target-lang", tgt),
+            ("output", self.plan.result(name, f"{split}.hyp")),
+            ("output-generate", self.plan.result(name, f"{split}.generate")),
+            *self.decoding(self.plan.decoding_of(name)),
+            ("device", "auto"),
+            ("threads", threads),
+            ("no-progress", True),
+            ("skip-if-diverged", self.plan.status_file(name)),
+        ]
+        return flags(pairs)
+
+    def backtranslate(self, bt: str, outputs: dict[str, str], threads: int) -> str:
+        spec = self.plan.backtranslation[bt]
+        rev = spec["reverse_model"]
+        pairs = [
+            ("checkpoint", f"{self.plan.exp_dir(rev)}/checkpoint_avg.pt"),
+            ("input", self.plan.bt_mono(bt)),
+            ("output", outputs["text"]),
+            ("output-subword", outputs["bpe"]),
+            *self.decoding(spec["decoding"]),
+            ("device", "auto"),
+            ("threads", threads),
+            ("no-progress", True),
+            ("skip-if-diverged", self.plan.status_file(rev)),
+        ]
+        return flags(pairs)
+
+    def bt_mix(self, bt: str) -> str:
+        spec = self.plan.backtranslation[bt]
+        return flags(
+            [
+                ("real-dir", self.plan.data_dir(spec["dataset"], "bpe")),
+                ("synthetic-src", f"{self.plan.workdir}/backtranslation/{bt}/synthetic.bpe"),
+                ("out-dir", self.plan.data_dir(f"bt-{bt}", "bpe")),
+                *self._langs(spec["dataset"]),
+                ("mono-tgt", self.plan.bt_mono(bt)),
+                ("upsample-real", spec.get("upsample_real", 1)),
+                ("no-tag", not spec.get("tagged", True)),
+            ]
+        )
+
+    # ------------------------------------------------------------------ evaluation
+    def score(self, name: str, split: str) -> str:
+        tgt = self.plan.exp_langs(name)[1]
+        ds = self.plan.eval_dataset(name)
+        moses = self.plan.datasets[ds].get("subword", {}).get("kind", "bpe") == "bpe"
+        return flags(
+            [
+                ("hyp", self.plan.result(name, f"{split}.hyp")),
+                ("output", self.plan.result(name, f"{split}.score.json")),
+                ("ref", self.plan.reference(name, split)),
+                ("system", name),
+                ("ref-tok", f"{self.plan.data_dir(ds, 'tok')}/{split}.{tgt}" if moses else None),
+                ("moses-lang", tgt),
+                ("compound-split", bool(self.plan.datasets[ds].get("compound_split"))),
+                ("metrics", self.plan.evaluation.get("metrics")),
+                ("skip-if-diverged", self.plan.status_file(name)),
+            ]
+        )
+
+    def significance(self, table: str) -> str:
+        base, systems, matrix = self.plan.significance[table]
+        ev = self.plan.evaluation
+        return flags(
+            [
+                ("ref", self.plan.reference(base)),
+                ("baseline", f"{base}={self.plan.hyp_file(base)}"),
+                ("n-samples", ev["bootstrap_samples"]),
+                ("seed", ev["bootstrap_seed"]),
+                ("alpha", ev["alpha"]),
+                ("metrics", self.plan.significance_metric(table)),
+                ("no-matrix", not matrix),
+                ("systems", [f"{s}={self.plan.hyp_file(s)}" for s in systems]),
+                ("output", self.plan.significance_file(table)),
+            ]
+        )
+
+    def analyze(self, out_dir: str) -> str:
+        systems = self.plan.analysis_systems()
+        first = systems[0]
+        src, tgt = self.plan.exp_langs(first)
+        return flags(
+            [
+                ("ref", self.plan.reference(first)),
+                ("src", self.plan.reference(first, lang=src)),
+                ("train-target", f"{self.plan.raw_dir(self.plan.eval_dataset(first))}/train.{tgt}"),
+                ("systems", [f"{n}={self.plan.hyp_file(n)}" for n in systems]),
+                ("output-dir", out_dir),
+            ]
+        )
+
+    # ------------------------------------------------------------------ report
+    def report_spec(self, output: str) -> str:
+        spec = json.dumps(self.plan.report_spec(), sort_keys=True)
+        return flags([("spec-json", spec), ("write-spec", output)])

@@ -1,0 +1,107 @@
+"""References between config sections (experiments -> datasets/widths/recipes, tables -> experiments,
+back-translation -> reverse models), checked before any rule is built."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline_lib.errors import ConfigError
+
+
+def fail(key: str, message: str) -> None:
+    raise ConfigError(f"config key '{key}': {message}")
+
+
+def check_references(config: dict[str, Any], experiments: dict[str, dict[str, Any]]) -> None:
+    _check_datasets(config["datasets"])
+    for name, exp in experiments.items():
+        _check_experiment(config, name, exp)
+    for name, bt in config["backtranslation"].items():
+        _check_backtranslation(config, experiments, name, bt)
+    _check_recipes(config["recipes"])
+    if config["evaluation"]["decoding"] not in config["decoding"]:
+        fail("evaluation.decoding", f"unknown decoding {config['evaluation']['decoding']!r}")
+    for key, name in table_references(config["tables"]):
+        if name not in config["experiments"]:
+            fail(key, f"unknown experiment {name!r}")
+
+
+def _check_datasets(datasets: dict[str, dict[str, Any]]) -> None:
+    for name, ds in datasets.items():
+        if ds["source"] == "download" and "recipe" not in ds:
+            fail(f"datasets.{name}.recipe", "required with source: download")
+        if ds["source"] == "local" and "path" not in ds:
+            fail(f"datasets.{name}.path", "required with source: local")
+        if ds["src"] == ds["tgt"]:
+            fail(f"datasets.{name}.tgt", "must differ from src")
+
+
+def _check_experiment(config: dict[str, Any], name: str, exp: dict[str, Any]) -> None:
+    where = "stability_map" if "stability" in exp else f"experiments.{name}"
+    for field, section in (("dataset", "datasets"), ("width", "widths"), ("recipe", "recipes")):
+        if exp[field] not in config[section]:
+            fail(f"{where}.{field}", f"unknown {field} {exp[field]!r} (known: {sorted(config[section])})")
+    if exp.get("decoding", "default") not in config["decoding"]:
+        fail(f"{where}.decoding", f"unknown decoding {exp.get('decoding', 'default')!r}")
+    bt = exp.get("backtranslation")
+    if bt is None:
+        return
+    if bt not in config["backtranslation"]:
+        fail(f"{where}.backtranslation", f"unknown back-translation setup {bt!r}")
+    if config["backtranslation"][bt]["dataset"] != exp["dataset"]:
+        fail(
+            f"{where}.backtranslation",
+            f"{bt!r} is built on dataset {config['backtranslation'][bt]['dataset']!r}",
+        )
+    if exp.get("direction", "forward") != "forward":
+        fail(f"{where}.direction", "back-translation trains a forward model")
+
+
+def _check_backtranslation(
+    config: dict[str, Any], experiments: dict[str, dict[str, Any]], name: str, bt: dict[str, Any]
+) -> None:
+    key = f"backtranslation.{name}"
+    if bt["dataset"] not in config["datasets"]:
+        fail(f"{key}.dataset", f"unknown dataset {bt['dataset']!r}")
+    rev = experiments.get(bt["reverse_model"])
+    if rev is None:
+        fail(f"{key}.reverse_model", f"unknown experiment {bt['reverse_model']!r}")
+    if rev.get("direction", "forward") != "reverse" or rev["dataset"] != bt["dataset"]:
+        fail(
+            f"{key}.reverse_model",
+            f"{bt['reverse_model']!r} must have direction: reverse and dataset: {bt['dataset']}",
+        )
+    if bt["decoding"] not in config["decoding"]:
+        fail(f"{key}.decoding", f"unknown decoding {bt['decoding']!r}")
+    ds = config["datasets"][bt["dataset"]]
+    if ds["source"] == "demo" and not ds.get("demo", {}).get("mono_books"):
+        fail(f"datasets.{bt['dataset']}.demo.mono_books", "back-translation needs monolingual books")
+    if ds["source"] in ("download", "ding") and "mono" not in ds:
+        fail(f"datasets.{bt['dataset']}.mono", "back-translation needs monolingual target text")
+
+
+def _check_recipes(recipes: dict[str, dict[str, Any]]) -> None:
+    for name, rec in recipes.items():
+        # Averaging update checkpoints needs that many of them kept on disk.
+        last = rec.get("average_last", 1)
+        if rec.get("average_kind") == "update" and rec.get("keep_interval_updates", 0) < last:
+            fail(
+                f"recipes.{name}.keep_interval_updates",
+                f"must be >= average_last ({last}) with average_kind: update",
+            )
+
+
+def table_references(tables: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(config key, experiment name) of every experiment a table names."""
+    if "table1" in tables:
+        yield "tables.table1.baseline", tables["table1"]["baseline"]
+        yield from (("tables.table1.rows", r) for r in tables["table1"]["rows"])
+    for i, comp in enumerate(tables.get("comparisons", [])):
+        yield from ((f"tables.comparisons[{i}].rows", r) for r in comp["rows"])
+        if "baseline" in comp:
+            yield f"tables.comparisons[{i}].baseline", comp["baseline"]
+    if "significance" in tables:
+        yield "tables.significance.baseline", tables["significance"]["baseline"]
+        yield from (("tables.significance.systems", s) for s in tables["significance"]["systems"])
+    yield from (("tables.analysis", s) for s in tables.get("analysis", []))

@@ -1,0 +1,264 @@
+"""A validated config resolved into what the rules need: experiments, recipes, paths, priorities,
+significance sets, the report spec and the final targets. Pure functions of the config."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
+from pipeline_lib.workflow.crossref import check_references
+from pipeline_lib.workflow.experiments import all_experiments
+
+
+def regex(names: Iterable[str]) -> str:
+    """Wildcard constraint matching exactly these names (a never-matching one when empty)."""
+    names = list(names)
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
+
+
+class Plan:
+    """The workflow's view of one config (already schema-validated, defaults filled)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.workdir: str = config["workdir"]
+        self.results: str = config["results"]
+        self.datasets: dict[str, dict[str, Any]] = config["datasets"]
+        self.backtranslation: dict[str, dict[str, Any]] = config["backtranslation"]
+        self.evaluation: dict[str, Any] = config["evaluation"]
+        self.split: str = self.evaluation["split"]
+        self.stability: dict[str, Any] | None = config.get("stability_map")
+        self.experiments, self.stability_runs = all_experiments(config)
+        check_references(config, self.experiments)
+        self.significance = self._significance_sets()
+
+    # ------------------------------------------------------------------ experiments
+    def exp_langs(self, name: str) -> tuple[str, str]:
+        """(source, target) of an experiment: reverse models translate tgt -> src."""
+        exp = self.experiments[name]
+        ds = self.datasets[exp["dataset"]]
+        if exp.get("direction", "forward") == "reverse":
+            return ds["tgt"], ds["src"]
+        return ds["src"], ds["tgt"]
+
+    def recipe(self, name: str) -> dict[str, Any]:
+        exp = self.experiments[name]
+        return {**self.config["recipes"][exp["recipe"]], **exp.get("overrides", {})}
+
+    def width(self, name: str) -> dict[str, Any]:
+        return self.config["widths"][self.experiments[name]["width"]]
+
+    def train_priority(self, name: str) -> int:
+        """Longest planned run first (updates x layers x d^2; an epoch counts as 1,000 updates), so that
+        on a machine with few cores a long run does not start last and stretch the wall time."""
+        exp = self.experiments[name]
+        rec = self.recipe(name)
+        width = self.width(name)
+        d_model = width.get("d_model") or ARCH_PRESETS[width["arch"]][0]
+        updates = rec.get("max_update") or 1000 * rec.get("max_epoch", 1)
+        layers = exp["encoder_layers"] + exp["decoder_layers"]
+        return 1 + updates * layers * d_model**2 // 10**6
+
+    def data_key(self, name: str) -> str:
+        """The binarized data an experiment trains on: its dataset, or the back-translation mix."""
+        bt = self.experiments[name].get("backtranslation")
+        return f"bt-{bt}" if bt else self.experiments[name]["dataset"]
+
+    def bt_names(self) -> list[str]:
+        return [n for n, e in self.experiments.items() if e.get("backtranslation")]
+
+    def plain_names(self) -> list[str]:
+        return [n for n, e in self.experiments.items() if not e.get("backtranslation")]
+
+    def admin_names(self) -> list[str]:
+        return [n for n, e in self.experiments.items() if e["residual"] == "admin"]
+
+    def decoding_of(self, name: str) -> str:
+        return self.experiments[name].get("decoding", self.evaluation["decoding"])
+
+    def resources(self, name: str, rule: str) -> dict[str, Any]:
+        """Config defaults for `rule`, overridden by experiments.<name>.resources.<rule>."""
+        base = dict(self.config["resources"].get(rule, {}))
+        base.update(self.experiments[name].get("resources", {}).get(rule, {}))
+        return base
+
+    # ------------------------------------------------------------------ datasets
+    def dataset_names(self, source: str) -> list[str]:
+        return [n for n, d in self.datasets.items() if d["source"] == source]
+
+    def mono_dataset_names(self) -> list[str]:
+        """Datasets whose monolingual text a rule copies in (a local dataset's stays where it is)."""
+        return [n for n, d in self.datasets.items() if "mono" in d and d["source"] != "local"]
+
+    def base_dataset(self, ds: str) -> str:
+        """The real dataset behind ``ds`` (a back-translation mix bt-<name> is built on one)."""
+        return self.backtranslation[ds[3:]]["dataset"] if ds.startswith("bt-") else ds
+
+    def dataset_langs(self, ds: str) -> tuple[str, str]:
+        d = self.datasets[self.base_dataset(ds)]
+        return d["src"], d["tgt"]
+
+    # ------------------------------------------------------------------ paths
+    def data_dir(self, ds: str, stage: str) -> str:
+        return f"{self.workdir}/data/{ds}/{stage}"
+
+    def raw_dir(self, ds: str) -> str:
+        d = self.datasets[ds]
+        return d["path"] if d["source"] == "local" else self.data_dir(ds, "raw")
+
+    def raw_marker(self, ds: str) -> list[str]:
+        """Files written last by the stage that produces the raw split files."""
+        d = self.datasets[ds]
+        if d["source"] in ("demo", "ding"):
+            return [f"{self.data_dir(ds, 'raw')}/splits.json"]
+        if d["source"] == "download":
+            return [f"{self.data_dir(ds, 'raw')}/download.json"]
+        return [f"{d['path']}/train.{d['src']}", f"{d['path']}/train.{d['tgt']}"]
+
+    def mono_raw(self, ds: str) -> str | None:
+        d = self.datasets[ds]
+        if "mono" not in d or d["source"] == "local":
+            return None
+        return f"{self.data_dir(ds, 'raw')}/mono.{d['tgt']}"
+
+    def exp_dir(self, name: str) -> str:
+        return f"{self.workdir}/experiments/{name}"
+
+    def result(self, name: str, what: str) -> str:
+        return f"{self.results}/experiments/{name}/{what}"
+
+    def bin_dir(self, name: str) -> str:
+        return self.data_dir(self.data_key(name), "bin")
+
+    def bin_marker(self, name: str) -> str:
+        return f"{self.bin_dir(name)}/meta.json"
+
+    def admin_profile(self, name: str) -> str:
+        return f"{self.exp_dir(name)}/admin_profile.json"
+
+    def status_file(self, name: str) -> str:
+        return f"{self.exp_dir(name)}/status.json"
+
+    def score_file(self, name: str) -> str:
+        return self.result(name, f"{self.split}.score.json")
+
+    def hyp_file(self, name: str) -> str:
+        return self.result(name, f"{self.split}.hyp")
+
+    def eval_dataset(self, name: str) -> str:
+        return self.experiments[name]["dataset"]
+
+    def reference(self, name: str, split: str | None = None, lang: str | None = None) -> str:
+        """Detokenized text of the evaluated split, target side unless ``lang``: the original text
+        of the surviving pairs (preprocess writes it beside the tokenized split)."""
+        lang = lang or self.exp_langs(name)[1]
+        return f"{self.data_dir(self.eval_dataset(name), 'tok')}/{split or self.split}.ref.{lang}"
+
+    def bpe_marker(self, ds: str) -> str:
+        return f"{self.data_dir(ds, 'bpe')}/meta.json"
+
+    def ref_marker(self, ds: str) -> str:
+        """preprocess's marker: it writes the <split>.ref.<lang> references with the tokenized text."""
+        return f"{self.data_dir(ds, 'tok')}/meta.json"
+
+    def bt_mono(self, bt: str) -> str:
+        """Subword-segmented monolingual target text (written by apply_bpe next to its meta.json)."""
+        ds = self.backtranslation[bt]["dataset"]
+        return f"{self.data_dir(ds, 'bpe')}/mono.{self.dataset_langs(ds)[1]}"
+
+    def significance_file(self, table: str) -> str:
+        return f"{self.results}/significance/{table}.json"
+
+    # ------------------------------------------------------------------ tables and report
+    def table_experiments(self) -> list[str]:
+        tables = self.config["tables"]
+        names = []
+        if "table1" in tables:
+            names += [tables["table1"]["baseline"], *tables["table1"]["rows"]]
+        for comp in tables.get("comparisons", []):
+            names += comp["rows"] + ([comp["baseline"]] if "baseline" in comp else [])
+        if "significance" in tables:
+            names += [tables["significance"]["baseline"], *tables["significance"]["systems"]]
+        return list(dict.fromkeys(names))
+
+    def _significance_sets(self) -> dict[str, tuple[str, list[str], bool]]:
+        """name -> (baseline, systems, matrix?) for every significance computation the tables need."""
+        tables = self.config["tables"]
+        sets = {}
+        if "table1" in tables:
+            t1 = tables["table1"]
+            rows = [r for r in t1["rows"] if r != t1["baseline"]]
+            if rows:
+                sets["table1"] = (t1["baseline"], rows, False)
+        for comp in tables.get("comparisons", []):
+            base = comp.get("baseline", comp["rows"][0])
+            rows = [r for r in comp["rows"] if r != base]
+            if rows:
+                sets[comp["name"]] = (base, rows, False)
+        if "significance" in tables:
+            sig = tables["significance"]
+            sets["table3"] = (sig["baseline"], [s for s in sig["systems"] if s != sig["baseline"]], True)
+        return sets
+
+    def significance_metric(self, table: str) -> str:
+        if not self.significance[table][2]:
+            return "bleu"
+        return self.config["tables"].get("significance", {}).get("metric", "bleu")
+
+    def analysis_systems(self) -> list[str]:
+        tables = self.config["tables"]
+        if "analysis" in tables:
+            return tables["analysis"]
+        return tables["table1"]["rows"] if "table1" in tables else []
+
+    def experiment_info(self, name: str) -> dict[str, Any]:
+        exp = self.experiments[name]
+        width = self.width(name)
+        return {
+            "label": exp.get("label", name),
+            "dataset": exp["dataset"],
+            "encoder_layers": exp["encoder_layers"],
+            "decoder_layers": exp["decoder_layers"],
+            "width": width.get("label", exp["width"]),
+            "d_model": width.get("d_model"),
+            "residual": exp["residual"],
+            "init": exp.get("init", "xavier"),
+            "backtranslation": exp.get("backtranslation"),
+            "seed": exp.get("seed", 1),
+            "lr": self.recipe(name)["lr"],
+            "score": self.score_file(name),
+            "status": self.status_file(name),
+            "train_log": f"{self.exp_dir(name)}/train_log.jsonl",
+        }
+
+    def report_spec(self) -> dict[str, Any]:
+        spec = {
+            "split": self.split,
+            "experiments": {n: self.experiment_info(n) for n in self.table_experiments()},
+            "tables": self.config["tables"],
+            "significance": {t: self.significance_file(t) for t in self.significance},
+            "alpha": self.evaluation["alpha"],
+        }
+        if self.stability:
+            spec["stability"] = {
+                "runs": {
+                    n: {**e["stability"], "status": self.status_file(n)}
+                    for n, e in self.stability_runs.items()
+                },
+                "methods": self.stability["methods"],
+                "lrs": self.stability["lrs"],
+                "depths": self.stability["depths"],
+                "max_update": self.stability["max_update"],
+            }
+        return spec
+
+    def all_targets(self) -> list[str]:
+        targets = [f"{self.results}/tables.md", f"{self.results}/plots/learning_curves.png"]
+        targets += [self.score_file(n) for n in self.config["experiments"]]
+        if self.analysis_systems():
+            targets.append(f"{self.results}/analysis/analysis.json")
+        if self.stability:
+            targets.append(f"{self.results}/plots/stability_map.png")
+        return targets
