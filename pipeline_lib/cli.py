@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apply-bpe": ("pipeline_lib.data.cli_subword", "apply BPE or SentencePiece"),
     "binarize": ("pipeline_lib.data.cli_binarize", "build the vocabulary and memory-mapped ids"),
     "bt-mix": ("pipeline_lib.backtranslation.mix", "mix real and back-translated data (upsampled, tagged)"),
-    "profile": ("pipeline_lib.model.cli_profile", "Admin profiling: write the omega profile"),
+    "profile": ("pipeline_lib.train.cli_profile", "Admin profiling: write the omega profile"),
     "train": ("pipeline_lib.train.cli", "train a model (DDP, AMP, exact resume)"),
     "average": ("pipeline_lib.train.cli_average", "average the last N epoch checkpoints"),
     "translate": ("pipeline_lib.decode.cli", "beam search / greedy / sampling"),

@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 from sacremoses import MosesDetokenizer
 
+from pipeline_lib.checkpoint import save_checkpoint
 from pipeline_lib.cli import main as cli_main
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import translate
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.transformer import build_model
-from pipeline_lib.train.checkpoint import save_checkpoint
 
 TOKENS = ["a@@", "b@@", "c", "d", "e", "f@@", "g", ".", ",", "h", "i", "&amp;"]
 V = 4 + len(TOKENS)

@@ -16,9 +16,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
 
+from pipeline_lib.checkpoint import load_checkpoint  # noqa: E402
 from pipeline_lib.cli import main  # noqa: E402
 from pipeline_lib.errors import CheckpointError  # noqa: E402
-from pipeline_lib.train.checkpoint import load_checkpoint  # noqa: E402
 from pipeline_lib.train.trainer import EXIT_PREEMPTED  # noqa: E402
 
 MAX_UPDATE = "150"

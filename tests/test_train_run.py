@@ -13,12 +13,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
 
+from pipeline_lib.checkpoint import load_checkpoint, load_model  # noqa: E402
 from pipeline_lib.cli import main  # noqa: E402
 from pipeline_lib.data.indexed import ParallelCorpus  # noqa: E402
 from pipeline_lib.decode.search import EOS  # noqa: E402
 from pipeline_lib.model.linear import onednn_available  # noqa: E402
 from pipeline_lib.train import weight_grad_sharing  # noqa: E402
-from pipeline_lib.train.checkpoint import load_checkpoint, load_model  # noqa: E402
 from pipeline_lib.train.stall import unigram_entropy_bits  # noqa: E402
 from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads  # noqa: E402
 

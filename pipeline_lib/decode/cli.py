@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     check_cpu_gemm(args.cpu_gemm, device, args.bf16)
 
-    from pipeline_lib.train.checkpoint import load_model  # torch-heavy; imported when used
+    from pipeline_lib.checkpoint import load_model  # torch-heavy; imported when used
 
     model, meta = load_model(args.checkpoint, device)
     info = resolve_data(meta, args.data_dir, args.checkpoint)

@@ -9,33 +9,13 @@ optimizer state, carrying the first input's metadata and ``averaged_from``.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from pipeline_lib.checkpoint import load_checkpoint, save_checkpoint
 from pipeline_lib.errors import CheckpointError, ConfigError
-from pipeline_lib.train.checkpoint import load_checkpoint, save_checkpoint
-
-_EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
-_UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
-
-
-def last_checkpoints(save_dir: str | os.PathLike[str], n: int, kind: str = "epoch") -> list[Path]:
-    """The last ``n`` checkpoint{epoch}.pt (kind epoch) or checkpoint_{e}_{u}.pt (kind update) files."""
-    if n <= 0:
-        raise ConfigError(f"number of checkpoints to average must be positive, got {n}")
-    pattern = _EPOCH_RE if kind == "epoch" else _UPDATE_RE
-    found = []
-    for path in Path(save_dir).iterdir() if Path(save_dir).is_dir() else []:
-        m = pattern.match(path.name)
-        if m:
-            found.append((int(m.groups()[-1]), path))
-    found.sort()
-    if len(found) < n:
-        raise CheckpointError(f"{save_dir}: asked to average {n} {kind} checkpoints but found {len(found)}")
-    return [p for _, p in found[-n:]]
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:

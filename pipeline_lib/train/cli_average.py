@@ -7,7 +7,7 @@ Usage::
     python -m pipeline_lib average --inputs a.pt b.pt c.pt --output avg.pt
 
 Float tensors are summed in float32 and divided by the count; the output is a checkpoint that
-``pipeline_lib.train.checkpoint.load_model`` (and ``translate``) loads. Written atomically.
+``pipeline_lib.checkpoint.load_model`` (and ``translate``) loads. Written atomically.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pipeline_lib.checkpoint import last_checkpoints
 from pipeline_lib.diverged import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.train.average import last_checkpoints, write_average
+from pipeline_lib.train.average import write_average
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -20,7 +20,6 @@ import logging
 import math
 import os
 import random
-import re
 import resource
 import signal
 import sys
@@ -34,6 +33,17 @@ import torch
 import torch.distributed as torch_dist
 from torch import Tensor, nn
 
+from pipeline_lib.checkpoint import (
+    LAST,
+    copy_checkpoint,
+    epoch_path,
+    interval_path,
+    load_checkpoint,
+    prune_epochs,
+    prune_intervals,
+    resume_candidates,
+    save_checkpoint,
+)
 from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_profile
 from pipeline_lib.model.attention import avoid_cudnn_attention
@@ -43,7 +53,6 @@ from pipeline_lib.model.linear import resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.parallel import single_intra_op_thread
 from pipeline_lib.train.batching import Batch
-from pipeline_lib.train.checkpoint import LAST, copy_checkpoint, load_checkpoint, save_checkpoint
 from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
 from pipeline_lib.train.data import SplitData
 from pipeline_lib.train.distributed_env import DistributedEnv
@@ -59,8 +68,6 @@ STATUS_FILE = "status.json"
 LOG_FILE = "train_log.jsonl"
 MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq's --min-loss-scale)
 LN2 = math.log(2.0)
-_EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
-_INTERVAL_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 
 
 @dataclass
@@ -212,16 +219,6 @@ def read_status(save_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def checkpoint_candidates(save_dir: Path) -> list[Path]:
-    """checkpoint_last.pt first, then the epoch/interval checkpoints, newest first."""
-    others = [
-        p for p in save_dir.glob("checkpoint*.pt") if _EPOCH_RE.match(p.name) or _INTERVAL_RE.match(p.name)
-    ]
-    others.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    last = save_dir / LAST
-    return ([last] if last.exists() else []) + others
-
-
 class Trainer:
     def __init__(self, cfg: TrainConfig, model_cfg: ModelConfig, ctx: Context, env: DistributedEnv) -> None:
         self.cfg, self.model_cfg, self.ctx, self.env = cfg, model_cfg, ctx, env
@@ -349,31 +346,21 @@ class Trainer:
         cfg = self.cfg
         if epoch_end:
             finished = self.epoch - 1
-            path = self.save_dir / f"checkpoint{finished}.pt"
+            path = epoch_path(self.save_dir, finished)
             save_checkpoint(state, path)
             copy_checkpoint(path, self.save_dir / LAST)
-            if cfg.keep_last_epochs >= 0:
-                for old in self.save_dir.glob("checkpoint*.pt"):
-                    m = _EPOCH_RE.match(old.name)
-                    if m and int(m.group(1)) <= finished - cfg.keep_last_epochs:
-                        old.unlink(missing_ok=True)
+            prune_epochs(self.save_dir, finished, cfg.keep_last_epochs)
             return
         if cfg.keep_interval_updates > 0:
-            path = self.save_dir / f"checkpoint_{self.epoch}_{self.num_updates}.pt"
+            path = interval_path(self.save_dir, self.epoch, self.num_updates)
             save_checkpoint(state, path)
             copy_checkpoint(path, self.save_dir / LAST)
-            found = sorted(
-                (int(m.group(2)), p)
-                for p in self.save_dir.glob("checkpoint_*_*.pt")
-                if (m := _INTERVAL_RE.match(p.name))
-            )
-            for _, old in found[: -cfg.keep_interval_updates]:
-                old.unlink(missing_ok=True)
+            prune_intervals(self.save_dir, cfg.keep_interval_updates)
         else:
             save_checkpoint(state, self.save_dir / LAST)
 
     def _find_resume_state(self) -> tuple[dict[str, Any], Path] | None:
-        candidates = checkpoint_candidates(self.save_dir)
+        candidates = resume_candidates(self.save_dir)
         if not candidates:
             return None
         errors = []

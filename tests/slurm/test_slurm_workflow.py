@@ -28,7 +28,7 @@ from slurm_helpers import REPO, make_test_profile
 sys.path.insert(0, str(REPO / "tests"))
 from workflow_run import snakemake, snakemake_command, write_config  # noqa: E402
 
-from pipeline_lib.train.checkpoint import LAST, load_checkpoint  # noqa: E402
+from pipeline_lib.checkpoint import LAST, load_checkpoint  # noqa: E402
 
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 RULE_BLOCK = re.compile(r"^(localrule|rule) (\w+):$", re.M)

@@ -1,4 +1,5 @@
-"""Checkpoint files: atomic writes, integrity-checked reads, and model loading for decoding.
+"""Checkpoint files: format, atomic writes, integrity-checked reads, model loading, and the names
+and rotation of a training directory's checkpoints. Shared by train, average and translate.
 
 A checkpoint is a ``torch.save`` dict (readable with ``torch.load(weights_only=True)``) with keys:
 ``format`` ("deepnmt-checkpoint/1"), ``model_config`` (ModelConfig.to_dict()), ``model`` (state_dict),
@@ -7,13 +8,18 @@ A checkpoint is a ``torch.save`` dict (readable with ``torch.load(weights_only=T
 ``iterator`` ({"epoch", "batch_index"}: the next batch to train), ``admin_profile`` (dict or None),
 ``status`` ("ok"), and ``checksum``: a CRC32 over every tensor's bytes.
 
+File names in a save dir: ``checkpoint_last.pt`` (the newest state), ``checkpoint{E}.pt`` (the end of
+epoch E) and ``checkpoint_{E}_{U}.pt`` (update U, during epoch E).
+
 Why the checksum: torch's zip reader notices a truncated file, but not a flipped byte inside tensor
 data; a silently corrupted optimizer state would make a resumed run diverge from the original.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
 import zlib
 from collections.abc import Iterator
@@ -23,13 +29,81 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pipeline_lib.errors import CheckpointError
+from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.transformer import TransformerModel, build_model, load_model_state
 
 CHECKPOINT_FORMAT = "deepnmt-checkpoint/1"
 REQUIRED_KEYS = ("format", "model_config", "model", "num_updates", "epoch", "status")
 LAST = "checkpoint_last.pt"
+EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
+INTERVAL_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
+
+
+def epoch_path(save_dir: Path, epoch: int) -> Path:
+    return save_dir / f"checkpoint{epoch}.pt"
+
+
+def interval_path(save_dir: Path, epoch: int, update: int) -> Path:
+    return save_dir / f"checkpoint_{epoch}_{update}.pt"
+
+
+def _position(path: Path) -> tuple[float, float] | None:
+    """(epoch, update) of a checkpoint name; an epoch-end checkpoint comes after every update of its epoch."""
+    if m := EPOCH_RE.match(path.name):
+        return int(m.group(1)), math.inf
+    if m := INTERVAL_RE.match(path.name):
+        return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def epoch_checkpoints(save_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """(epoch, path) of every checkpoint{E}.pt, oldest first."""
+    d = Path(save_dir)
+    found = [(int(m.group(1)), p) for p in d.glob("checkpoint*.pt") if (m := EPOCH_RE.match(p.name))]
+    return sorted(found)
+
+
+def interval_checkpoints(save_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """(update, path) of every checkpoint_{E}_{U}.pt, oldest first."""
+    d = Path(save_dir)
+    found = [(int(m.group(2)), p) for p in d.glob("checkpoint_*_*.pt") if (m := INTERVAL_RE.match(p.name))]
+    return sorted(found)
+
+
+def resume_candidates(save_dir: str | os.PathLike[str]) -> list[Path]:
+    """checkpoint_last.pt first, then the epoch/interval checkpoints by training position, newest first
+    (by name, not mtime: a copied or touched file must not jump the queue)."""
+    d = Path(save_dir)
+    others = [(pos, p) for p in d.glob("checkpoint*.pt") if (pos := _position(p)) is not None]
+    others.sort(reverse=True)
+    last = d / LAST
+    return ([last] if last.exists() else []) + [p for _, p in others]
+
+
+def last_checkpoints(save_dir: str | os.PathLike[str], n: int, kind: str = "epoch") -> list[Path]:
+    """The last ``n`` checkpoint{epoch}.pt (kind epoch) or checkpoint_{e}_{u}.pt (kind update) files."""
+    if n <= 0:
+        raise ConfigError(f"number of checkpoints to average must be positive, got {n}")
+    found = epoch_checkpoints(save_dir) if kind == "epoch" else interval_checkpoints(save_dir)
+    if len(found) < n:
+        raise CheckpointError(f"{save_dir}: asked to average {n} {kind} checkpoints but found {len(found)}")
+    return [p for _, p in found[-n:]]
+
+
+def prune_epochs(save_dir: Path, finished: int, keep: int) -> None:
+    """Keep the ``keep`` newest epoch checkpoints up to epoch ``finished`` (keep < 0: all)."""
+    if keep < 0:
+        return
+    for epoch, path in epoch_checkpoints(save_dir):
+        if epoch <= finished - keep:
+            path.unlink(missing_ok=True)
+
+
+def prune_intervals(save_dir: Path, keep: int) -> None:
+    """Keep the ``keep`` newest interval checkpoints."""
+    for _, path in interval_checkpoints(save_dir)[:-keep]:
+        path.unlink(missing_ok=True)
 
 
 def _tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Tensor]]:

@@ -1,7 +1,8 @@
 """`python -m pipeline_lib profile`: Admin's profiling pass, written to a JSON profile file.
 
 The profile belongs in the experiment's own folder (the reference code's fixed file name in the
-working directory makes concurrent runs overwrite each other).
+working directory makes concurrent runs overwrite each other). Profiling is a training step: it runs
+the trainer's first batch (same data filter, batch plan and seed) through the trainer's loss.
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ import json
 import logging
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from pipeline_lib.data.indexed import ParallelCorpus
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.model.admin import closed_form_profile, profile_model
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
 from pipeline_lib.model.transformer import build_model
-from pipeline_lib.train.batching import collate, oversized, plan_batches
+from pipeline_lib.train.data import SplitData
 from pipeline_lib.train.loss import label_smoothed_nll_loss
 
 log = logging.getLogger("pipeline_lib.profile")
@@ -55,18 +54,14 @@ def run(args: argparse.Namespace) -> int:
     if args.closed_form:
         profile = closed_form_profile(config)
     else:
-        corpus = ParallelCorpus(args.data, "train", args.source_lang, args.target_lang)
-        src_sizes, tgt_sizes = corpus.src_sizes, corpus.tgt_sizes
-        keep = np.setdiff1d(
-            np.arange(len(corpus)), oversized(src_sizes, tgt_sizes, args.max_tokens, config.max_positions)
-        )
-        if len(keep) == 0:
+        train = SplitData(
+            args.data, "train", args.source_lang, args.target_lang, args.max_tokens, config.max_positions,
+            None, vocab.pad, vocab.bos, vocab.eos,
+        )  # fmt: skip
+        if len(train) == 0:
             raise InputError(f"{args.data}: no training pair fits in --max-tokens {args.max_tokens}")
-        # The first batch of the first epoch, as the trainer would draw it from the same seed.
-        first = keep[plan_batches(src_sizes[keep], tgt_sizes[keep], args.max_tokens, args.seed, epoch=1)[0]]
-        batch = collate([corpus[int(i)] for i in first], first, vocab.pad, vocab.bos, vocab.eos).to(
-            args.device
-        )
+        # The first batch of the first epoch, as the trainer draws it from the same seed.
+        batch = train.collate(train.batches(args.seed, epoch=1, shuffle=True)[0]).to(args.device)
         torch.manual_seed(args.seed)
         model = build_model(config).to(args.device)
 

@@ -1,0 +1,83 @@
+"""The package's import graph runs one way: stages use the model and data layers and the shared
+modules, never each other, and nothing below a stage imports it back."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pipeline_lib"
+
+# Shared leaf modules any layer may use.
+SHARED = {"errors", "atomic", "parallel", "allocator"}
+# component -> what else it may import (besides itself and SHARED).
+ALLOWED: dict[str, set[str]] = {
+    "data": set(),
+    "model": set(),
+    "checkpoint": {"model"},
+    "diverged": set(),
+    "slurm_launch": set(),
+    "setup_profiles": set(),
+    "train": {"data", "model", "checkpoint", "diverged"},
+    "decode": {"data", "model", "checkpoint", "diverged"},
+    "evaluate": {"diverged"},
+    "backtranslation": {"data"},
+    "report": {"diverged"},
+    "workflow": {"model"},
+    "cli": set(),
+    "__main__": {"cli"},
+    "__init__": set(),
+}
+
+
+def component(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def imported_components(path: Path) -> set[tuple[str, int]]:
+    """(component of pipeline_lib, line) of every import in the file, function-level ones included."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if node.module == "pipeline_lib":
+                names = [f"pipeline_lib.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "pipeline_lib" and len(parts) > 1:
+                found.add((parts[1], node.lineno))
+    return found
+
+
+def test_every_module_is_placed_in_a_layer():
+    unplaced = {component(p) for p in PACKAGE.rglob("*.py")} - set(ALLOWED) - SHARED
+    assert not unplaced, f"add these to ALLOWED in {__file__}: {sorted(unplaced)}"
+
+
+def test_no_upward_or_sideways_import():
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        own = component(path)
+        allowed = ALLOWED.get(own, set()) | SHARED | {own}
+        for target, line in sorted(imported_components(path)):
+            if target not in allowed:
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {own} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("from pipeline_lib.train.loss import x\n", {("train", 1)}),
+    ("def f():\n    import pipeline_lib.report.tables\n", {("report", 2)}),
+    ("from pipeline_lib import checkpoint\n", {("checkpoint", 1)}),
+    ("from .sibling import x\nimport torch\n", set()),
+])  # fmt: skip
+def test_the_walker_sees_every_import_form(tmp_path: Path, source: str, expected: set):
+    f = tmp_path / "m.py"
+    f.write_text(source)
+    assert imported_components(f) == expected
