@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_fixtures import make_bin_dir, read_log, train_args
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
-
-from pipeline_lib.checkpoint import load_checkpoint, load_model  # noqa: E402
-from pipeline_lib.cli import main  # noqa: E402
-from pipeline_lib.data.indexed import ParallelCorpus  # noqa: E402
-from pipeline_lib.decode.search import SearchConfig  # noqa: E402
-from pipeline_lib.decode.translator import translate  # noqa: E402
+from pipeline_lib.checkpoint import load_checkpoint, load_model
+from pipeline_lib.cli import main
+from pipeline_lib.data.indexed import ParallelCorpus
+from pipeline_lib.decode.search import SearchConfig
+from pipeline_lib.decode.translator import translate
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

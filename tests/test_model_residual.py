@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import torch
 
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.registry import residual_spec
 from pipeline_lib.model.residual import (
     AdminConnection,
     DynamicLinearCombination,
     PostLNConnection,
     PreLNConnection,
-    residual_variant,
+    Site,
 )
+
+
+def site(d_model: int = 4) -> Site:
+    return Site(d_model, 0.0, "encoder", 0, 6, 6)
+
+
+def residual_variant(name: str, dlcl_norm: str = "pre"):
+    return residual_spec(name).build(
+        ModelConfig(8, 8, d_model=4, heads=1, residual=name, dlcl_norm=dlcl_norm)
+    )
 
 
 def layer_norm(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -28,17 +40,17 @@ def branch(h: torch.Tensor) -> torch.Tensor:
 
 
 def test_post_ln_is_ln_of_sum() -> None:
-    conn = PostLNConnection(4, dropout=0.0).eval()
+    conn = PostLNConnection(site()).eval()
     torch.testing.assert_close(conn(X, branch), layer_norm(X + branch(X)))
 
 
 def test_pre_ln_normalises_the_branch_input_only() -> None:
-    conn = PreLNConnection(4, dropout=0.0).eval()
+    conn = PreLNConnection(site()).eval()
     torch.testing.assert_close(conn(X, branch), X + branch(layer_norm(X)))
 
 
 def test_admin_scales_the_shortcut_by_omega() -> None:
-    conn = AdminConnection(4, dropout=0.0).eval()
+    conn = AdminConnection(site()).eval()
     omega = torch.tensor([1.5, 2.0, 0.5, 3.0])
     conn.omega.data.copy_(omega)
     torch.testing.assert_close(conn(X, branch), layer_norm(X * omega + branch(X)))

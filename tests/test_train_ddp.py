@@ -8,11 +8,9 @@ import sys
 from pathlib import Path
 
 import torch
+from train_fixtures import make_bin_dir, read_log, train_args
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
-
-from pipeline_lib.checkpoint import load_checkpoint  # noqa: E402
+from pipeline_lib.checkpoint import load_checkpoint
 
 WORKER = str(Path(__file__).parent / "train_ddp_worker.py")
 

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_fixtures import make_bin_dir, read_log, train_args
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
-
-from pipeline_lib.checkpoint import load_checkpoint  # noqa: E402
-from pipeline_lib.cli import main  # noqa: E402
-from pipeline_lib.errors import CheckpointError  # noqa: E402
-from pipeline_lib.train.trainer import EXIT_PREEMPTED  # noqa: E402
+from pipeline_lib.checkpoint import load_checkpoint
+from pipeline_lib.cli import main
+from pipeline_lib.errors import CheckpointError
+from pipeline_lib.train.trainer import EXIT_PREEMPTED
 
 MAX_UPDATE = "150"
 EXTRA = ("--max-update", MAX_UPDATE, "--save-interval-updates", "3")

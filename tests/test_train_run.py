@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from train_fixtures import make_bin_dir, read_log, train_args
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_bin_dir, read_log, train_args  # noqa: E402
-
-from pipeline_lib.checkpoint import load_checkpoint, load_model  # noqa: E402
-from pipeline_lib.cli import main  # noqa: E402
-from pipeline_lib.data.indexed import ParallelCorpus  # noqa: E402
-from pipeline_lib.decode.search import EOS  # noqa: E402
-from pipeline_lib.model.linear import onednn_available  # noqa: E402
-from pipeline_lib.train import weight_grad_sharing  # noqa: E402
-from pipeline_lib.train.stall import unigram_entropy_bits  # noqa: E402
-from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads  # noqa: E402
+from pipeline_lib.checkpoint import load_checkpoint, load_model
+from pipeline_lib.cli import main
+from pipeline_lib.data.indexed import ParallelCorpus
+from pipeline_lib.decode.search import EOS
+from pipeline_lib.model.linear import onednn_available
+from pipeline_lib.train import weight_grad_sharing
+from pipeline_lib.train.stall import unigram_entropy_bits
+from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from workflow_run import snakemake, write_config  # noqa: E402
+from workflow_run import snakemake, write_config
 
 pytestmark = pytest.mark.slow
 

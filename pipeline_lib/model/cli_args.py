@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline_lib.model.config import DLCL_NORMS, INITS, PRESETS, RESIDUAL_VARIANTS, ModelConfig
+from pipeline_lib.model.config import DLCL_NORMS, INITS, PRESETS, ModelConfig
+from pipeline_lib.model.registry import residual_names
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,7 +16,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--d-model", type=int, help="override the preset's d_model")
     group.add_argument("--ffn-dim", type=int, help="override the preset's FFN size")
     group.add_argument("--heads", type=int, help="override the preset's attention heads")
-    group.add_argument("--residual", choices=RESIDUAL_VARIANTS, default="post_ln")
+    group.add_argument("--residual", choices=residual_names(), default="post_ln")
     group.add_argument("--dlcl-norm", choices=DLCL_NORMS, default="pre")
     group.add_argument("--init", choices=INITS, default="xavier")
     group.add_argument("--dropout", type=float, default=0.1)

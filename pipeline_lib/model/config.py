@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.registry import residual_names
 
 # name -> (d_model, ffn_dim, heads)
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -14,7 +15,6 @@ PRESETS: dict[str, tuple[int, int, int]] = {
     "big": (1024, 4096, 16),
     "768": (768, 3072, 12),
 }
-RESIDUAL_VARIANTS = ("post_ln", "pre_ln", "admin", "dlcl")
 DLCL_NORMS = ("pre", "post")
 INITS = ("xavier", "lipschitz")
 
@@ -50,7 +50,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {value!r}")
-        self._check_choice("residual", RESIDUAL_VARIANTS)
+        self._check_choice("residual", residual_names())
         self._check_choice("dlcl_norm", DLCL_NORMS)
         self._check_choice("init", INITS)
         if self.d_model % self.heads:

@@ -10,7 +10,7 @@ from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.kv_cache import EncoderKeyValues, SelfAttentionCache
 from pipeline_lib.model.linear import Linear
-from pipeline_lib.model.residual import ResidualVariant
+from pipeline_lib.model.residual import ResidualVariant, Site
 
 
 class FeedForward(nn.Module):
@@ -30,14 +30,18 @@ class FeedForward(nn.Module):
         return self.fc2(self.activation_dropout(hidden)).view(x.shape)
 
 
+def site(config: ModelConfig, stack: str, layer: int) -> Site:
+    return Site(config.d_model, config.dropout, stack, layer, config.encoder_layers, config.decoder_layers)
+
+
 class EncoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, variant: ResidualVariant) -> None:
+    def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int = 0) -> None:
         super().__init__()
-        d, p = config.d_model, config.dropout
+        d, here = config.d_model, site(config, "encoder", index)
         self.self_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=True)
-        self.self_attn_residual = variant.connection(d, p)
+        self.self_attn_residual = variant.connection(here)
         self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout)
-        self.ffn_residual = variant.connection(d, p)
+        self.ffn_residual = variant.connection(here)
 
     def sublayers(self) -> list[tuple[nn.Module, nn.Module]]:
         """(residual connection, branch) pairs in forward order."""
@@ -56,15 +60,15 @@ class DecoderLayerCache:
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, variant: ResidualVariant) -> None:
+    def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int = 0) -> None:
         super().__init__()
-        d, p = config.d_model, config.dropout
+        d, here = config.d_model, site(config, "decoder", index)
         self.self_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=True)
-        self.self_attn_residual = variant.connection(d, p)
+        self.self_attn_residual = variant.connection(here)
         self.cross_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=False)
-        self.cross_attn_residual = variant.connection(d, p)
+        self.cross_attn_residual = variant.connection(here)
         self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout)
-        self.ffn_residual = variant.connection(d, p)
+        self.ffn_residual = variant.connection(here)
 
     def sublayers(self) -> list[tuple[nn.Module, nn.Module]]:
         return [

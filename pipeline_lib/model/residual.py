@@ -10,12 +10,17 @@ A variant decides two things: how one sub-layer's branch f is joined to its inpu
 
 Every connection routes its branch output through ``branch_output`` (an identity module), so
 Admin profiling can observe branch variances with forward hooks and no special code path.
+
+A connection is built for one site (:class:`Site`: its stack, layer index and the model's depths),
+so depth-dependent schemes can scale by N and M. The variants are registered by name in
+``pipeline_lib.model.registry``; the factories at the end of this module build them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -25,11 +30,23 @@ from pipeline_lib.model.dropout import Dropout
 Branch = Callable[[Tensor], Tensor]
 
 
+@dataclass(frozen=True)
+class Site:
+    """Where a residual connection sits: what a depth-aware connection or init needs to know."""
+
+    d_model: int
+    dropout: float
+    stack: str  # "encoder" | "decoder"
+    layer: int  # 0-based index within the stack
+    encoder_layers: int
+    decoder_layers: int
+
+
 class SublayerConnection(nn.Module):
-    def __init__(self, d_model: int, dropout: float) -> None:
+    def __init__(self, site: Site) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
-        self.dropout = Dropout(dropout)
+        self.norm = nn.LayerNorm(site.d_model)
+        self.dropout = Dropout(site.dropout)
         self.branch_output = nn.Identity()
 
     def branch(self, f: Branch, x: Tensor) -> Tensor:
@@ -49,9 +66,9 @@ class PreLNConnection(SublayerConnection):
 class AdminConnection(SublayerConnection):
     """Post-LN with the shortcut scaled by a trainable vector ω (Liu et al. 2020)."""
 
-    def __init__(self, d_model: int, dropout: float) -> None:
-        super().__init__(d_model, dropout)
-        self.omega = nn.Parameter(torch.ones(d_model))
+    def __init__(self, site: Site) -> None:
+        super().__init__(site)
+        self.omega = nn.Parameter(torch.ones(site.d_model))
 
     def forward(self, x: Tensor, f: Branch) -> Tensor:
         return self.norm(x * self.omega + self.branch(f, x))
@@ -117,9 +134,11 @@ class DynamicLinearCombination(LayerCombiner):
 class ResidualVariant:
     """Everything a stack needs to know about one residual variant."""
 
-    connection: type[SublayerConnection]
+    connection: Callable[[Site], SublayerConnection]
     final_norm: bool
     dlcl_norm: str | None = None
+    # Called after the base initialisation (model, config): a variant's own init, e.g. depth scaling.
+    init: Callable[[nn.Module, Any], None] | None = None
 
     def make_combiner(self, num_layers: int, d_model: int) -> LayerCombiner:
         if self.dlcl_norm is None:
@@ -127,16 +146,21 @@ class ResidualVariant:
         return DynamicLinearCombination(num_layers, d_model, self.dlcl_norm)
 
 
-def residual_variant(name: str, dlcl_norm: str = "pre") -> ResidualVariant:
-    if name == "post_ln":
-        return ResidualVariant(PostLNConnection, final_norm=False)
-    if name == "pre_ln":
-        return ResidualVariant(PreLNConnection, final_norm=True)
-    if name == "admin":
-        return ResidualVariant(AdminConnection, final_norm=False)
-    if name == "dlcl":
-        # DLCL's pre-norm stack ends with an LN of its own; post-norm's combination is already normed.
-        if dlcl_norm == "pre":
-            return ResidualVariant(PreLNConnection, final_norm=True, dlcl_norm="pre")
-        return ResidualVariant(PostLNConnection, final_norm=False, dlcl_norm="post")
-    raise ValueError(f"unknown residual variant {name!r}")
+# ------------------------------------------------------------------ factories (see model/registry.py)
+def post_ln(config: Any) -> ResidualVariant:
+    return ResidualVariant(PostLNConnection, final_norm=False)
+
+
+def pre_ln(config: Any) -> ResidualVariant:
+    return ResidualVariant(PreLNConnection, final_norm=True)
+
+
+def admin(config: Any) -> ResidualVariant:
+    return ResidualVariant(AdminConnection, final_norm=False)
+
+
+def dlcl(config: Any) -> ResidualVariant:
+    # DLCL's pre-norm stack ends with an LN of its own; post-norm's combination is already normed.
+    if config.dlcl_norm == "pre":
+        return ResidualVariant(PreLNConnection, final_norm=True, dlcl_norm="pre")
+    return ResidualVariant(PostLNConnection, final_norm=False, dlcl_norm="post")

@@ -18,7 +18,8 @@ from pipeline_lib.model.init import initialize
 from pipeline_lib.model.kv_cache import changed_rows, reorder_rows
 from pipeline_lib.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from pipeline_lib.model.linear import Linear
-from pipeline_lib.model.residual import ResidualVariant, residual_variant
+from pipeline_lib.model.registry import residual_spec
+from pipeline_lib.model.residual import ResidualVariant
 
 
 def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
@@ -147,7 +148,7 @@ class TransformerModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        variant = residual_variant(config.residual, config.dlcl_norm)
+        variant = residual_spec(config.residual).build(config)
         d = config.d_model
         src_table = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_idx)
         tgt_table = (
@@ -156,19 +157,21 @@ class TransformerModel(nn.Module):
             else nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_idx)
         )
         self.encoder = Stack(
-            [EncoderLayer(config, variant) for _ in range(config.encoder_layers)],
+            [EncoderLayer(config, variant, i) for i in range(config.encoder_layers)],
             TokenEmbedding(src_table, config),
             variant,
             d,
         )
         self.decoder = Stack(
-            [DecoderLayer(config, variant) for _ in range(config.decoder_layers)],
+            [DecoderLayer(config, variant, i) for i in range(config.decoder_layers)],
             TokenEmbedding(tgt_table, config),
             variant,
             d,
         )
         self.output_projection = Linear(d, config.tgt_vocab_size, bias=False)
         initialize(self, config)
+        if variant.init is not None:
+            variant.init(self, config)
         if config.share_decoder_input_output_embed:
             self.output_projection.weight = tgt_table.weight
 

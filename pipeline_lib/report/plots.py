@@ -15,6 +15,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from pipeline_lib.atomic import write_bytes, write_text  # noqa: E402
+from pipeline_lib.model.registry import residual_label  # noqa: E402
 from pipeline_lib.report.inputs import (  # noqa: E402
     Run,  # noqa: E402
     TrainLog,
@@ -88,7 +89,6 @@ def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None =
     stab = spec["stability"]
     grid = stability_grid(spec)
     methods, depths, lrs = stab["methods"], stab["depths"], [float(x) for x in stab["lrs"]]
-    names = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "admin": "Admin"}
     fig, axes = plt.subplots(
         1, len(methods), figsize=(3.2 * len(methods) + 1, 0.55 * len(depths) + 2), dpi=120
     )
@@ -109,7 +109,7 @@ def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None =
         ax.set_yticks(range(len(depths)))
         ax.set_yticklabels([d.replace("-", "L-") + "L" for d in depths])
         ax.set_xlabel("learning rate")
-        ax.set_title(names.get(method, method))
+        ax.set_title(residual_label(method))
     axes[0].set_ylabel("depth (encoder-decoder)")
     fig.suptitle(f"Stability map: {stab['max_update']} updates per run (green converged, red diverged)")
     fig.tight_layout()
@@ -124,7 +124,7 @@ def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None =
             "",
         ]
         for method in methods:
-            lines += [f"## {names.get(method, method)}", ""]
+            lines += [f"## {residual_label(method)}", ""]
             lines.append("| depth | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |")
             lines.append("| :--- | " + " | ".join(":---:" for _ in lrs) + " |")
             for d in depths:

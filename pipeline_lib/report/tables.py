@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report.inputs import Run, load_run, read_json
 
-RESIDUAL_NAMES = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "admin": "Admin", "dlcl": "DLCL"}
 METRIC_HEADERS = {
     "tok_bleu": "BLEU↑",
     "bleu": "sacreBLEU↑",
@@ -37,7 +37,7 @@ def model_label(run: Run) -> str:
     width = f"-{info['width']}" if info.get("width") and info["width"][0].isdigit() else ""
     init = " Lipschitz" if info.get("init") == "lipschitz" else ""
     bt = " + BT" if info.get("backtranslation") else ""
-    return f"{depth}{width} {RESIDUAL_NAMES.get(info['residual'], info['residual'])}{init}{bt}"
+    return f"{depth}{width} {residual_label(info['residual'])}{init}{bt}"
 
 
 def fmt(value: float | None, decimals: int = 1) -> str:
@@ -218,7 +218,7 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
             str(info["encoder_layers"]),
             str(info["decoder_layers"]),
             str(info.get("width", "")),
-            RESIDUAL_NAMES.get(info["residual"], info["residual"]),
+            residual_label(info["residual"]),
             info.get("init", "xavier"),
             "yes" if info.get("backtranslation") else "no",
             fmt_params(run.parameters),

@@ -18,6 +18,7 @@ from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.model.admin import closed_form_profile, profile_model
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
+from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.transformer import build_model
 from pipeline_lib.train.data import SplitData
 from pipeline_lib.train.loss import label_smoothed_nll_loss
@@ -45,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.residual != "admin":
-        raise ConfigError(f"profile: --residual must be admin, got {args.residual!r}")
+    if not needs_profile(args.residual):
+        raise ConfigError(f"profile: --residual {args.residual!r} takes no profile")
     if not 0 < args.max_tokens <= MAX_PROFILE_TOKENS:
         raise ConfigError(f"profile: --max-tokens must be in 1..{MAX_PROFILE_TOKENS}, got {args.max_tokens}")
     vocab = Vocabulary.load(Path(args.data) / "vocab.txt")

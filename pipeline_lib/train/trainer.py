@@ -50,6 +50,7 @@ from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
 from pipeline_lib.model.linear import resolve_cpu_gemm, set_cpu_gemm
+from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.parallel import single_intra_op_thread
 from pipeline_lib.train.batching import Batch
@@ -286,10 +287,11 @@ class Trainer:
     # ----------------------------------------------------------------------------- setup
     def _admin_profile(self) -> AdminProfile | None:
         cfg = self.cfg
-        if self.model_cfg.residual != "admin":
+        if not needs_profile(self.model_cfg.residual):
             if cfg.admin_profile or cfg.admin_closed_form:
                 raise CheckpointError(
-                    "--admin-profile / --admin-closed-form given but --residual is not admin"
+                    f"--admin-profile / --admin-closed-form given but --residual {self.model_cfg.residual} "
+                    "takes no profile"
                 )
             return None
         if cfg.admin_closed_form:

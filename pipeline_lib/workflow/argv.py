@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.workflow.plan import Plan
 
 Pairs = Iterable[tuple[str, Any]]
@@ -164,7 +165,7 @@ class Commands:
         rec = self.plan.recipe(name)
         exp = self.plan.experiments[name]
         betas = rec.get("adam_betas")
-        admin = exp["residual"] == "admin"
+        profiled = needs_profile(exp["residual"])
         pairs = [
             *self._data(name),
             ("save-dir", self.plan.exp_dir(name)),
@@ -189,7 +190,7 @@ class Commands:
             ("keep-interval-updates", rec.get("keep_interval_updates")),
             ("divergence-window", rec.get("divergence_window")),
             ("divergence-threshold", rec.get("divergence_threshold")),
-            ("admin-profile", self.plan.admin_profile(name) if admin else None),
+            ("admin-profile", self.plan.admin_profile(name) if profiled else None),
             ("num-threads", threads),
             ("progress", "none"),
         ]

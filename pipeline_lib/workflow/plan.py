@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
+from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments
 
@@ -72,8 +73,12 @@ class Plan:
     def plain_names(self) -> list[str]:
         return [n for n, e in self.experiments.items() if not e.get("backtranslation")]
 
-    def admin_names(self) -> list[str]:
-        return [n for n, e in self.experiments.items() if e["residual"] == "admin"]
+    def profiled_names(self) -> list[str]:
+        """Experiments whose residual variant trains from a profile (Admin)."""
+        return [n for n, e in self.experiments.items() if needs_profile(e["residual"])]
+
+    def needs_profile(self, name: str) -> bool:
+        return needs_profile(self.experiments[name]["residual"])
 
     def decoding_of(self, name: str) -> str:
         return self.experiments[name].get("decoding", self.evaluation["decoding"])

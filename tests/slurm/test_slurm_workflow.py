@@ -17,18 +17,15 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import torch
 import yaml
-from slurm_helpers import REPO, make_test_profile
+from slurm_helpers import make_test_profile
+from workflow_run import snakemake, snakemake_command, write_config
 
-sys.path.insert(0, str(REPO / "tests"))
-from workflow_run import snakemake, snakemake_command, write_config  # noqa: E402
-
-from pipeline_lib.checkpoint import LAST, load_checkpoint  # noqa: E402
+from pipeline_lib.checkpoint import LAST, load_checkpoint
 
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 RULE_BLOCK = re.compile(r"^(localrule|rule) (\w+):$", re.M)

@@ -55,7 +55,7 @@ def preprocess_inputs(wildcards):
 
 def train_inputs(wildcards):
     inputs = {"data": PLAN.bin_marker(wildcards.exp)}
-    if PLAN.experiments[wildcards.exp]["residual"] == "admin":
+    if PLAN.needs_profile(wildcards.exp):
         inputs["profile"] = PLAN.admin_profile(wildcards.exp)
     return inputs
 

@@ -10,7 +10,7 @@ rule profile_admin:
     log:
         "logs/profile_admin/{exp}.log",
     wildcard_constraints:
-        exp=regex(PLAN.admin_names()),
+        exp=regex(PLAN.profiled_names()),
     priority: train_priority
     conda:
         CONDA_ENV

@@ -1,0 +1,73 @@
+"""The residual-variant registry: every variant's name, table label, whether it needs an Admin-style
+profile, and the factory that builds its connections.
+
+Config validation, the train/profile CLIs, the trainer, the workflow, the tables and the plots read
+this registry; nothing else names a variant. Adding a variant is one :func:`register` call with a
+factory returning a :class:`~pipeline_lib.model.residual.ResidualVariant`. Factories may be given as
+``"module:function"`` so that reading names and labels (the workflow, the report) does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline_lib.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ResidualSpec:
+    name: str
+    label: str  # shown in tables and plots
+    factory: Callable[[Any], Any] | str  # ModelConfig -> ResidualVariant, or "module:function"
+    needs_profile: bool = False  # trained from an ω profile (`python -m pipeline_lib profile`)
+
+    def build(self, config: Any) -> Any:
+        factory = self.factory
+        if isinstance(factory, str):
+            module, _, function = factory.partition(":")
+            factory = getattr(importlib.import_module(module), function)
+        return factory(config)
+
+
+RESIDUALS: dict[str, ResidualSpec] = {}
+
+
+def register(spec: ResidualSpec) -> ResidualSpec:
+    if spec.name in RESIDUALS:
+        raise ValueError(f"residual variant {spec.name!r} is registered already")
+    RESIDUALS[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    RESIDUALS.pop(name, None)
+
+
+def residual_names() -> tuple[str, ...]:
+    return tuple(RESIDUALS)
+
+
+def residual_spec(name: str) -> ResidualSpec:
+    try:
+        return RESIDUALS[name]
+    except KeyError:
+        raise ConfigError(f"unknown residual variant {name!r} (known: {', '.join(RESIDUALS)})") from None
+
+
+def residual_label(name: str) -> str:
+    spec = RESIDUALS.get(name)
+    return spec.label if spec else name
+
+
+def needs_profile(name: str) -> bool:
+    return residual_spec(name).needs_profile
+
+
+_IMPL = "pipeline_lib.model.residual"
+register(ResidualSpec("post_ln", "Post-LN", f"{_IMPL}:post_ln"))
+register(ResidualSpec("pre_ln", "Pre-LN", f"{_IMPL}:pre_ln"))
+register(ResidualSpec("admin", "Admin", f"{_IMPL}:admin", needs_profile=True))
+register(ResidualSpec("dlcl", "DLCL", f"{_IMPL}:dlcl"))

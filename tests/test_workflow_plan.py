@@ -1,0 +1,172 @@
+"""pipeline_lib.workflow as plain Python: schema validation, the stability grid, cross-references,
+recipes, priorities, significance sets, the report spec and the quoted command lines."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.workflow import Commands, Plan
+from pipeline_lib.workflow.argv import flag
+from pipeline_lib.workflow.plan import regex
+from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = load_schema(REPO / SCHEMA_FILE)
+DEMO = yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def plan_of(config: dict) -> Plan:
+    config = copy.deepcopy(config)
+    validate_config(config, SCHEMA)
+    return Plan(config)
+
+
+@pytest.fixture(scope="module")
+def demo() -> Plan:
+    return plan_of(DEMO)
+
+
+def test_schema_names_an_unknown_key_and_fills_defaults():
+    bad = copy.deepcopy(DEMO)
+    bad["recipes"]["demo"]["lerning_rate"] = 1
+    with pytest.raises(ConfigError, match=r"config key 'recipes\.demo\.lerning_rate'"):
+        validate_config(bad, SCHEMA)
+    cfg = copy.deepcopy(DEMO)
+    del cfg["evaluation"]
+    validate_config(cfg, SCHEMA)
+    assert cfg["evaluation"] == {
+        "split": "test", "decoding": "default", "bootstrap_samples": 1000, "bootstrap_seed": 12345, "alpha": 0.05,
+    }  # fmt: skip
+    assert cfg["datasets"]["bible_enfr"]["compound_split"] is False
+
+
+def test_stability_grid_expands_method_lr_depth(demo: Plan):
+    spec = DEMO["stability_map"]
+    expected = len(spec["methods"]) * len(spec["lrs"]) * len(spec["depths"])
+    assert len(demo.stability_runs) == expected
+    run = demo.experiments["stability-admin-12L6L-lr0.005"]
+    assert (run["encoder_layers"], run["decoder_layers"], run["residual"]) == (12, 6, "admin")
+    assert demo.recipe("stability-admin-12L6L-lr0.005")["lr"] == 0.005
+    assert demo.recipe("stability-admin-12L6L-lr0.005")["max_update"] == spec["max_update"]
+
+
+def test_a_listed_experiment_may_not_shadow_a_stability_run():
+    cfg = copy.deepcopy(DEMO)
+    cfg["experiments"]["stability-admin-6L6L-lr0.002"] = cfg["experiments"]["demo_6L6L_admin"]
+    with pytest.raises(ConfigError, match="clashes with a generated stability_map run"):
+        plan_of(cfg)
+
+
+@pytest.mark.parametrize("mutate,key", [
+    (lambda c: c["experiments"]["demo_6L6L_admin"].update(dataset="nope"), "experiments.demo_6L6L_admin.dataset"),
+    (lambda c: c["experiments"]["demo_6L6L_admin"].update(recipe="nope"), "experiments.demo_6L6L_admin.recipe"),
+    (lambda c: c["tables"]["table1"]["rows"].append("ghost"), "tables.table1.rows"),
+    (lambda c: c["tables"]["comparisons"][1].update(baseline="ghost"), r"tables.comparisons\[1\].baseline"),
+    (lambda c: c["evaluation"].update(decoding="ghost"), "evaluation.decoding"),
+    (lambda c: c["recipes"]["demo"].update(keep_interval_updates=1), "recipes.demo.keep_interval_updates"),
+    (lambda c: c["datasets"]["bible_enfr"].update(tgt="en"), "datasets.bible_enfr.tgt"),
+    (lambda c: c["stability_map"].update(width="nope"), "stability_map.width"),
+])  # fmt: skip
+def test_cross_references_name_the_key(mutate, key):
+    cfg = copy.deepcopy(DEMO)
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=rf"config key '{key}'"):
+        plan_of(cfg)
+
+
+def test_back_translation_needs_a_reverse_model_on_the_same_dataset():
+    cfg = yaml.safe_load((REPO / "config.demo_bt.yaml").read_text())
+    plan_of(cfg)  # as shipped: valid
+    bt = next(iter(cfg["backtranslation"]))
+    cfg["experiments"][cfg["backtranslation"][bt]["reverse_model"]]["direction"] = "forward"
+    with pytest.raises(ConfigError, match=rf"backtranslation\.{bt}\.reverse_model"):
+        plan_of(cfg)
+
+
+def test_recipe_overrides_and_priorities(demo: Plan):
+    assert demo.recipe("demo_6L6L_admin")["lr"] == DEMO["recipes"]["demo"]["lr"]
+    cfg = copy.deepcopy(DEMO)
+    cfg["experiments"]["demo_6L6L_admin"]["overrides"] = {"lr": 0.01}
+    assert plan_of(cfg).recipe("demo_6L6L_admin")["lr"] == 0.01
+    # updates x layers x d^2: the 1,400-update d256 model first, then the 12L models, then 6L.
+    wide, deep, shallow = (
+        demo.train_priority(n) for n in ("demo_2L2L_preln_wide", "demo_12L6L_admin", "demo_6L6L_admin")
+    )
+    assert wide > deep > shallow
+    assert deep == 1 + 500 * 18 * 128**2 // 10**6
+
+
+def test_significance_sets_and_report_spec(demo: Plan):
+    assert set(demo.significance) == {"table1", "residual", "best", "table3"}
+    base, systems, matrix = demo.significance["residual"]
+    assert base == "demo_6L6L_postln" and "demo_6L6L_postln" not in systems and not matrix
+    assert demo.significance["table3"][2] is True
+    spec = demo.report_spec()
+    assert set(spec["experiments"]) == set(demo.table_experiments())
+    info = spec["experiments"]["demo_2L2L_preln_wide"]
+    assert info["score"] == "results/experiments/demo_2L2L_preln_wide/test.score.json"
+    assert info["width"] == "256D" and info["lr"] == 0.002
+    assert len(spec["stability"]["runs"]) == len(demo.stability_runs)
+    assert "results/plots/stability_map.png" in demo.all_targets()
+
+
+def test_profiled_experiments_are_the_admin_ones(demo: Plan):
+    admin = {n for n, e in demo.experiments.items() if e["residual"] == "admin"}
+    assert set(demo.profiled_names()) == admin and admin
+
+
+def test_flags_drop_none_and_false_and_repeat_lists():
+    assert flag("beam", None) == [] and flag("dedup", False) == [] and flag("dedup", True) == ["--dedup"]
+    assert flag("splits", ["train", "valid"]) == ["--splits", "train", "valid"]
+    assert flag("lr", 0.002) == ["--lr", "0.002"]
+
+
+def test_train_command_carries_the_recipe(demo: Plan):
+    words = shlex.split(Commands(demo).train("demo_12L6L_admin", threads=2))
+    args = dict(zip(words[::2], words[1::2], strict=False))
+    assert words.count("--lr") == 1 and args["--lr"] == "0.002"
+    assert args["--encoder-layers"] == "12" and args["--residual"] == "admin"
+    assert args["--adam-betas"] == "(0.9, 0.98)" and args["--num-threads"] == "2"
+    assert args["--admin-profile"] == "work/experiments/demo_12L6L_admin/admin_profile.json"
+    assert "--admin-profile" not in shlex.split(Commands(demo).train("demo_12L6L_preln", threads=2))
+
+
+HOSTILE = "w;touch INJECTED;#$(touch INJECTED)`touch INJECTED` 'q\"\n"
+
+
+def test_hostile_config_values_stay_single_words(tmp_path: Path):
+    """Every path and name goes through shlex.quote: a real shell gives back the exact words and
+    runs nothing of them."""
+    cfg = copy.deepcopy(DEMO)
+    cfg["workdir"] = HOSTILE
+    cfg["results"] = HOSTILE + "r"
+    cmd = Commands(plan_of(cfg))
+    name, ds = "demo_6L6L_admin", "bible_enfr"
+    lines = [
+        cmd.prepare_demo(ds), cmd.preprocess(ds, 2), cmd.learn_bpe(ds, 2), cmd.apply_bpe(ds, 2), cmd.binarize(ds),
+        cmd.profile(name), cmd.train(name, 1), cmd.average(name), cmd.translate(name, "test", 1),
+        cmd.score(name, "test"), cmd.significance("table3"), cmd.analyze(HOSTILE), cmd.report_spec(HOSTILE),
+    ]  # fmt: skip
+    for line in lines:
+        shell = subprocess.run(
+            ["bash", "-c", "printf '%s\\0' " + line], cwd=tmp_path, capture_output=True, check=True
+        )
+        words = shell.stdout.decode().split("\0")[:-1]
+        assert words == shlex.split(line)
+        assert any(HOSTILE in w for w in words), line
+    assert not (tmp_path / "INJECTED").exists()
+
+
+def test_wildcard_regex_matches_exactly_the_names():
+    import re
+
+    pattern = regex(["a.b", "c"])
+    assert re.fullmatch(pattern, "a.b") and not re.fullmatch(pattern, "axb") and re.fullmatch(pattern, "c")
+    assert not re.fullmatch(regex([]), "")
