@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from pipeline_lib.allocator import keep_freed_memory
+from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import translate
 from pipeline_lib.model.config import ModelConfig

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from pipeline_lib.cli import main as cli
+from pipeline_lib.data.chunk_map import default_workers
 from pipeline_lib.data.cli_subword import segment_file
-from pipeline_lib.data.parallel import default_workers
 
 
 def _timed(fn) -> float:

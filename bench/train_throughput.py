@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline_lib.allocator import keep_freed_memory
+from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.indexed import split_prefix, write_dataset
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.train.config import TrainConfig

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,29 @@ def resume_candidates(save_dir: str | os.PathLike[str]) -> list[Path]:
     others.sort(reverse=True)
     last = d / LAST
     return ([last] if last.exists() else []) + [p for _, p in others]
+
+
+def newest_readable(save_dir: Path) -> tuple[dict[str, Any], Path] | None:
+    """The newest checkpoint that loads and verifies, skipping damaged ones with a warning; None in a
+    directory without checkpoints, CheckpointError if none is readable."""
+    candidates = resume_candidates(save_dir)
+    if not candidates:
+        return None
+    errors = []
+    for path in candidates:
+        try:
+            state = load_checkpoint(path)
+        except CheckpointError as exc:
+            errors.append(str(exc))
+            print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
+            continue
+        if errors:
+            print(f"warning: falling back to {path} (update {state['num_updates']})", file=sys.stderr)
+        return state, path
+    raise CheckpointError(
+        f"{save_dir}: no readable checkpoint to resume from ({'; '.join(errors)}); "
+        "remove the directory to start over"
+    )
 
 
 def last_checkpoints(save_dir: str | os.PathLike[str], n: int, kind: str = "epoch") -> list[Path]:

@@ -16,7 +16,7 @@ import pytest
 from pipeline_lib.errors import InputError
 from pipeline_lib.evaluate import metrics as M
 from pipeline_lib.evaluate.meteor import _NoSynonyms, meteor
-from pipeline_lib.evaluate.textio import read_segments
+from pipeline_lib.evaluate.segments import read_segments
 
 DATA = Path(__file__).parent / "data" / "evaluate"
 REF = DATA / "ref.en"

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import significance as S
-from pipeline_lib.evaluate.textio import read_segments
+from pipeline_lib.evaluate.segments import read_segments
 
 REF = Path(__file__).parent / "data" / "evaluate" / "ref.en"
 

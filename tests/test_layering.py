@@ -11,7 +11,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline_lib"
 
 # Shared leaf modules any layer may use (the residual registry is names and labels, no torch).
-SHARED = {"errors", "atomic", "parallel", "allocator", "model.registry"}
+SHARED = {"errors", "atomic", "letters", "cpu.threads", "cpu.allocator", "model.registry"}
+# Modules counted on their own rather than as part of their package.
+SUBMODULES = {"model.registry", "cpu.threads", "cpu.allocator", "cpu.weight_grad_sharing"}
 # component -> what else it may import (besides itself and SHARED).
 ALLOWED: dict[str, set[str]] = {
     "data": set(),
@@ -20,7 +22,9 @@ ALLOWED: dict[str, set[str]] = {
     "diverged": set(),
     "slurm_launch": set(),
     "setup_profiles": set(),
-    "train": {"data", "model", "checkpoint", "diverged"},
+    "train": {"data", "model", "checkpoint", "diverged", "cpu.weight_grad_sharing"},
+    "cpu.weight_grad_sharing": {"model"},
+    "cpu": set(),
     "decode": {"data", "model", "checkpoint", "diverged"},
     "evaluate": {"diverged"},
     "backtranslation": {"data"},
@@ -34,7 +38,10 @@ ALLOWED: dict[str, set[str]] = {
 
 def component(path: Path) -> str:
     rel = path.relative_to(PACKAGE)
-    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+    if len(rel.parts) == 1:
+        return rel.stem
+    own = f"{rel.parts[0]}.{Path(rel.parts[1]).stem}"
+    return own if own in SUBMODULES else rel.parts[0]
 
 
 def imported_components(path: Path) -> set[tuple[str, int]]:
@@ -51,13 +58,13 @@ def imported_components(path: Path) -> set[tuple[str, int]]:
         for name in names:
             parts = name.split(".")
             if parts[0] == "pipeline_lib" and len(parts) > 1:
-                target = ".".join(parts[1:3]) if parts[1:3] == ["model", "registry"] else parts[1]
+                target = ".".join(parts[1:3]) if ".".join(parts[1:3]) in SUBMODULES else parts[1]
                 found.add((target, node.lineno))
     return found
 
 
 def test_every_module_is_placed_in_a_layer():
-    unplaced = {component(p) for p in PACKAGE.rglob("*.py")} - set(ALLOWED) - SHARED
+    unplaced = {component(p) for p in PACKAGE.rglob("*.py")} - set(ALLOWED) - SHARED - SUBMODULES
     assert not unplaced, f"add these to ALLOWED in {__file__}: {sorted(unplaced)}"
 
 

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
+from pipeline_lib.cpu.threads import single_intra_op_thread
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.transformer import build_model
-from pipeline_lib.parallel import single_intra_op_thread
 
 
 @pytest.mark.parametrize("residual", ["post_ln", "dlcl"])

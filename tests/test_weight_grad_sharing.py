@@ -1,4 +1,4 @@
-"""Weight-gradient products shared between CPU workers (pipeline_lib/train/weight_grad_sharing.py)
+"""Weight-gradient products shared between CPU workers (pipeline_lib/cpu/weight_grad_sharing.py)
 give exactly the gradients that backward computes itself, whoever computes them."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import time
 import pytest
 import torch
 
+from pipeline_lib.cpu.threads import single_intra_op_thread
+from pipeline_lib.cpu.weight_grad_sharing import SharedWeightGrads, run_micro_batches
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.linear import defer_weight_grads, onednn_available, set_cpu_gemm
 from pipeline_lib.model.transformer import build_model
-from pipeline_lib.parallel import single_intra_op_thread
-from pipeline_lib.train.weight_grad_sharing import SharedWeightGrads, run_micro_batches
 
 needs_onednn = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")
 

@@ -354,7 +354,7 @@ class DeepNMT(Toolkit):
     def train(self, s: Setup) -> Command:
         m = s.shape
         if s.device == "cpu":
-            # One micro-batch per thread (--cpu-workers, pipeline_lib/parallel.py): at d=256 the matmuls
+            # One micro-batch per thread (--cpu-workers, pipeline_lib/cpu/threads.py): at d=256 the matmuls
             # are too small for two OpenMP threads to share one well. The update is the same ~max_tokens
             # target tokens: threads micro-batches of max_tokens / threads, gradients summed.
             workers = s.threads

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data import moses
-from pipeline_lib.data.parallel import default_workers, map_chunks
+from pipeline_lib.data.chunk_map import default_workers, map_chunks
 from pipeline_lib.data.textio import read_lines, read_parallel
 from pipeline_lib.errors import ConfigError, InputError
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.parallel import default_workers, map_chunks
+from pipeline_lib.data.chunk_map import default_workers, map_chunks
 from pipeline_lib.data.textio import count_lines, read_lines
 from pipeline_lib.errors import ConfigError, InputError
 

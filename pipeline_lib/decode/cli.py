@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from pipeline_lib.allocator import keep_freed_memory
+from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.textio import count_lines
 from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data, split_size
 from pipeline_lib.decode.outputs import Postprocess, render, write_outputs

@@ -14,7 +14,7 @@ from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.evaluate import analysis as A
 from pipeline_lib.evaluate.cli_significance import _named_path
-from pipeline_lib.evaluate.textio import (
+from pipeline_lib.evaluate.segments import (
     check_same_length,
     iter_segments,
     read_segments,

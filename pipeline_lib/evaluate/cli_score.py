@@ -11,7 +11,7 @@ from pipeline_lib.atomic import write_json
 from pipeline_lib.diverged import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import metrics as M
-from pipeline_lib.evaluate.textio import check_same_length, read_segments
+from pipeline_lib.evaluate.segments import check_same_length, read_segments
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import significance as S
-from pipeline_lib.evaluate.textio import (
+from pipeline_lib.evaluate.segments import (
     check_same_length,
     read_segments,
 )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import string
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.letters import system_letters
 
 HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False}
 
@@ -155,7 +155,7 @@ def render_matrix_markdown(pairwise: dict[str, Any], *, decimals: int = 1) -> st
     """Markdown table in the layout of the paper's Table 3: rows 'a:name', a score column, then one
     column per system letter; cell (i, j) says whether row i beats (+), loses to (-) or ties (=) j."""
     names = pairwise["systems"]
-    letters = _letters(len(names))
+    letters = system_letters(len(names))
     header = ["Model", pairwise["metric"].upper() if pairwise["metric"] != "chrf" else "chrF2", *letters]
     lines = [
         "| " + " | ".join(header) + " |",
@@ -170,10 +170,3 @@ def render_matrix_markdown(pairwise: dict[str, Any], *, decimals: int = 1) -> st
         f"paired bootstrap p < {pairwise['alpha']}; {pairwise['signature']}"
     )
     return "\n".join(lines) + "\n"
-
-
-def _letters(n: int) -> list[str]:
-    alphabet = string.ascii_lowercase
-    if n <= len(alphabet):
-        return list(alphabet[:n])
-    return [alphabet[i // 26 - 1] + alphabet[i % 26] if i >= 26 else alphabet[i] for i in range(n)]

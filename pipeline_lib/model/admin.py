@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from pipeline_lib.errors import CheckpointError
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.residual import AdminConnection
 from pipeline_lib.model.transformer import Stack, TransformerModel
 
@@ -158,14 +159,6 @@ def apply_profile(model: TransformerModel, profile: AdminProfile) -> None:
             connection.omega.data.fill_(omega)
 
 
-def model_omegas(model: TransformerModel) -> dict[str, list[list[float]]]:
-    """Current (trained) ω vectors, for logs and reports."""
-    return {
-        name: [c.omega.detach().float().tolist() for c in _admin_connections(getattr(model, name))]
-        for name in STACKS
-    }
-
-
 @torch.no_grad()
 def fold_admin(model: TransformerModel) -> TransformerModel:
     """A plain post-LN model computing the same function as a trained Admin model (eval mode).
@@ -196,3 +189,26 @@ def fold_admin(model: TransformerModel) -> TransformerModel:
 
 def _state_without_omegas(model: TransformerModel) -> dict[str, Tensor]:
     return {k: v for k, v in model.state_dict().items() if not k.endswith(".omega")}
+
+
+def resolve_profile(config: ModelConfig, path: str | None, closed_form: bool) -> AdminProfile | None:
+    """The ω profile a run trains from: loaded from ``path`` (checked against the model), admin-torch's
+    closed form, or None for a variant that takes none; a wrong combination is a clear error."""
+    if not needs_profile(config.residual):
+        if path or closed_form:
+            raise CheckpointError(
+                f"--admin-profile / --admin-closed-form given but --residual {config.residual} takes no profile"
+            )
+        return None
+    if closed_form:
+        if path:
+            raise CheckpointError("give either --admin-profile or --admin-closed-form, not both")
+        return closed_form_profile(config)
+    if not path:
+        raise CheckpointError(
+            f"--residual {config.residual} needs --admin-profile PATH (from `python -m pipeline_lib profile`) "
+            "or --admin-closed-form"
+        )
+    profile = AdminProfile.load(path)
+    profile.check_matches(config, source=f"Admin profile {path}")
+    return profile

@@ -6,16 +6,15 @@ differs because the two are used differently:
 
 * ``SelfAttentionCache`` grows by one step per decoding step and is reordered every step (beam
   search). It is stored time-major, (capacity, batch, heads, head_dim): the filled part is one
-  block whatever the capacity, and appending writes one slab. A batch-major buffer, (batch, heads,
-  capacity, head_dim), would hand ``bmm`` matrices that sit ``capacity`` steps apart, which took it
-  2-3x as long on CPU (bench/decode_throughput.py).
+  block whatever the capacity, and appending writes one slab (a batch-major buffer would hand
+  ``bmm`` matrices ``capacity`` steps apart, which is slower).
 * ``EncoderKeyValues`` is computed once per batch from the encoder output and only shrinks when
   sentences finish: stored contiguous, batch-major.
 
 Reorders copy only the rows that change, in place, when they are at most half of the new rows
 (``changed_rows``); a batch that shrinks that way keeps its buffers and uses their first rows. Beam
 search says more: how many first steps each row shares with its new history (``unshared_cells``),
-and only the later steps are copied, 7-10% of the moved rows' steps on the bench model (2026-11-23).
+and only the later steps are copied. Measurements: bench/HISTORY.md.
 """
 
 from __future__ import annotations

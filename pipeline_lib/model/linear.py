@@ -1,23 +1,12 @@
 """Linear layers whose fp32 CPU matmuls can run on oneDNN instead of MKL.
 
-torch sends fp32 CPU matmuls to MKL's sgemm. The oneDNN matmul bundled with torch (what inductor
-calls for CPU linear layers, ``torch.ops.mkldnn._linear_pointwise``) is faster for the shapes of a
-training step: on the bench machine (AMD EPYC Zen 4, AVX-512, torch 2.13, one thread, 2,000 rows)
-101-107 vs 79-92 GFLOP/s for the d=256 model's projections, and two threads side by side reached
-174 vs 123-144 GFLOP/s together (2026-11-23). The input gradient, another ``x @ W`` product, takes the
-same op. The weight gradient stays on MKL: its inner dimension is the token count, where MKL is as
-fast, and oneDNN was slower with the transposed operands that product needs.
-
-oneDNN builds a kernel for every new shape (0.3-1 ms). A few thousand-row training batches amortise
-that, and so does beam search: its batch keeps one shape between the steps where sentences finish,
-and the products of 512 rows (128 sentences x beam 4) are 5-44% faster on oneDNN (the d=256 model's
-output layer 97 vs 68 GFLOP/s), a whole beam search 9-13% (2026-11-23).
-
-Each cached kernel also holds buffers sized by its input (~1.3 MiB for 1,600 x 256 rows): with
-oneDNN's default cache of 1,024 kernels, 200 batch shapes took 266 MiB and a training run's varying
-batches grew the bench's peak RSS from 1.4 to 2.0 GiB. ``set_cpu_gemm`` caps the cache at
-``CACHED_KERNELS``, enough for the dozen shapes of one batch, which all layers share (the bench:
-1,479 MiB, 2026-11-23).
+torch sends fp32 CPU matmuls to MKL's sgemm; the oneDNN matmul bundled with torch
+(``torch.ops.mkldnn._linear_pointwise``) is faster for a training step's and a beam search's shapes,
+for the forward product and the input gradient (another ``x @ W``). The weight gradient stays on MKL:
+its inner dimension is the token count, where MKL is as fast. oneDNN builds and caches a kernel per
+shape, with buffers sized by its input, so ``set_cpu_gemm`` caps the cache at ``CACHED_KERNELS``,
+enough for the dozen shapes of one batch. The measurements behind each choice are in
+bench/HISTORY.md (2026-11-23).
 """
 
 from __future__ import annotations
@@ -31,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pipeline_lib.cpu.threads import thread_local_setting
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.parallel import thread_local_setting
 
 CPU_GEMMS = ("auto", "mkl", "onednn")
 CACHED_KERNELS = 32

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline_lib.letters import system_letters
 from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report.inputs import Run, load_run, read_json
 
@@ -241,16 +242,12 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
     return lines
 
 
-def _letters(n: int) -> list[str]:
-    return [chr(ord("a") + i) if i < 26 else f"s{i}" for i in range(n)]
-
-
 def render_matrix(title: str, path: str, runs: dict[str, Run]) -> list[str]:
     data = read_json(path)
     lines = [f"## {title}", ""]
     for metric, pw in data.get("pairwise", {}).items():
         names = pw["systems"]
-        letters = _letters(len(names))
+        letters = system_letters(len(names))
         diverged = {i for i, n in enumerate(names) if n in runs and runs[n].diverged}
         header = ["Model", METRIC_HEADERS.get(metric, metric).rstrip("↑↓"), *letters]
         lines += [_row(header), _row([":---", ":---:", *[":---:"] * len(names)])]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from pipeline_lib.allocator import keep_freed_memory
+from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import InputError
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     if cfg.device == "cpu":
-        keep_freed_memory()  # every update re-allocates the same activations (pipeline_lib/allocator.py)
+        keep_freed_memory()  # every update re-allocates the same activations (pipeline_lib/cpu/allocator.py)
     env = DistributedEnv.from_environ(os.environ, cfg.device)
     if env.is_distributed:
         import torch.distributed as dist

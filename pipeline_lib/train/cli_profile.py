@@ -20,8 +20,8 @@ from pipeline_lib.model.admin import closed_form_profile, profile_model
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.transformer import build_model
-from pipeline_lib.train.data import SplitData
 from pipeline_lib.train.loss import label_smoothed_nll_loss
+from pipeline_lib.train.split_data import SplitData
 
 log = logging.getLogger("pipeline_lib.profile")
 MAX_PROFILE_TOKENS = 8192

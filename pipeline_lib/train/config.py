@@ -55,7 +55,7 @@ class TrainConfig:
     admin_profile: str | None = None
     admin_closed_form: bool = False
     num_threads: int = 0  # 0 = torch's default
-    # CPU: run this many of an update's micro-batches at once, one thread each (pipeline_lib.parallel)
+    # CPU: run this many of an update's micro-batches at once, one thread each (pipeline_lib.cpu.threads)
     cpu_workers: int = 1
     # fp32 CPU training: the linear layers' matmul library (pipeline_lib/model/linear.py)
     cpu_gemm: str = "auto"  # auto | mkl | onednn

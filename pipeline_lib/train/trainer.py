@@ -13,22 +13,15 @@ Outcomes (``status.json`` in the save dir, written by rank 0):
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import json
 import logging
 import math
-import os
-import random
-import resource
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as torch_dist
 from torch import Tensor, nn
@@ -38,49 +31,49 @@ from pipeline_lib.checkpoint import (
     copy_checkpoint,
     epoch_path,
     interval_path,
-    load_checkpoint,
+    newest_readable,
     prune_epochs,
     prune_intervals,
-    resume_candidates,
     save_checkpoint,
 )
+from pipeline_lib.cpu.threads import single_intra_op_thread
+from pipeline_lib.cpu.weight_grad_sharing import run_micro_batches
 from pipeline_lib.errors import CheckpointError, ConfigError
-from pipeline_lib.model.admin import AdminProfile, apply_profile, closed_form_profile
+from pipeline_lib.model.admin import apply_profile, resolve_profile
 from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
 from pipeline_lib.model.linear import resolve_cpu_gemm, set_cpu_gemm
-from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.transformer import TransformerModel, build_model
-from pipeline_lib.parallel import single_intra_op_thread
 from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
-from pipeline_lib.train.data import SplitData
 from pipeline_lib.train.distributed_env import DistributedEnv
+from pipeline_lib.train.divergence import UNIGRAM, DivergenceMonitor
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss, ppl
+from pipeline_lib.train.run_log import (
+    LOG_FILE,
+    STATUS_FILE,
+    JsonlLog,
+    Meter,
+    peak_memory_mb,
+    read_status,
+    write_status,
+)
+from pipeline_lib.train.run_state import (
+    EXIT_PREEMPTED,
+    Outcome,
+    StopSignal,
+    rng_state,
+    set_rng_state,
+    update_seed,
+)
 from pipeline_lib.train.schedule import InverseSqrtSchedule
-from pipeline_lib.train.stall import UNIGRAM, unigram_entropy_bits
-from pipeline_lib.train.weight_grad_sharing import run_micro_batches
+from pipeline_lib.train.split_data import SplitData
 
 log = logging.getLogger(__name__)
 
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again"; SLURM --requeue / Snakemake retries re-run the command
-STATUS_FILE = "status.json"
-LOG_FILE = "train_log.jsonl"
-MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq's --min-loss-scale)
+__all__ = ["EXIT_PREEMPTED", "Context", "Outcome", "Trainer"]
 LN2 = math.log(2.0)
-
-
-@dataclass
-class Outcome:
-    status: str  # completed | diverged | preempted
-    update: int
-    epoch: int
-    reason: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_PREEMPTED if self.status == "preempted" else 0
 
 
 @dataclass
@@ -94,54 +87,6 @@ class Context:
     eos: int = 2
 
 
-class StopSignal:
-    """SIGTERM / SIGUSR1 set a flag; the loop checks it between updates (all ranks agree on it)."""
-
-    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.received = signum
-        print(f"received {signal.Signals(signum).name}: saving after the current update", file=sys.stderr)
-
-    def __enter__(self) -> StopSignal:
-        for sig in self.SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-def update_seed(seed: int, num_updates: int, rank: int) -> int:
-    return ((seed * 1_000_003 + num_updates) * 1_009 + rank) % (2**63)
-
-
-def rng_state() -> dict[str, Any]:
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": (name, torch.from_numpy(np.asarray(keys, dtype=np.int64)), pos, has_gauss, cached),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def keep_layernorm_fp32(model: nn.Module) -> None:
     """Under autocast, feed LayerNorm fp32 input so it computes and returns fp32 (CUDA autocast does this
     already; CPU autocast would return bf16). The residual stream then stays fp32 between sub-layers."""
@@ -152,72 +97,6 @@ def keep_layernorm_fp32(model: nn.Module) -> None:
     for module in model.modules():
         if isinstance(module, nn.LayerNorm):
             module.register_forward_pre_hook(to_fp32)
-
-
-def peak_memory_mb(device: torch.device) -> tuple[float, str]:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, "peak_rss"
-
-
-class JsonlLog:
-    """Append-only JSONL log (rank 0); one object per line, flushed at once so a crash loses nothing."""
-
-    def __init__(self, path: Path, enabled: bool) -> None:
-        self.path = path
-        self.enabled = enabled
-        self._handle = open(path, "a", encoding="utf-8") if enabled else None  # noqa: SIM115
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self._handle is not None:
-            self._handle.write(json.dumps(record, allow_nan=True) + "\n")
-            self._handle.flush()
-
-    def truncate_after(self, num_updates: int) -> None:
-        """On resume, drop records of updates after the checkpoint (they will be redone)."""
-        if self._handle is None or not self.path.exists():
-            return
-        self._handle.close()
-        kept = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a SIGKILL
-            if record.get("update", 0) <= num_updates:
-                kept.append(line)
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
-        os.replace(tmp, self.path)
-        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-
-def write_status(save_dir: Path, outcome: Outcome, extra: dict[str, Any]) -> None:
-    record = {
-        "status": outcome.status,
-        "update": outcome.update,
-        "epoch": outcome.epoch,
-        "reason": outcome.reason,
-    }
-    record.update(extra)
-    tmp = save_dir / (STATUS_FILE + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, save_dir / STATUS_FILE)
-
-
-def read_status(save_dir: Path) -> dict[str, Any] | None:
-    path = save_dir / STATUS_FILE
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None
 
 
 class Trainer:
@@ -248,7 +127,7 @@ class Trainer:
             # attention dropout happens inside scaled_dot_product_attention, on the global generator
             raise ConfigError("--cpu-workers > 1 needs --attention-dropout 0 (reproducible masks)")
 
-        self.admin_profile = self._admin_profile()
+        self.admin_profile = resolve_profile(self.model_cfg, cfg.admin_profile, cfg.admin_closed_form)
         torch.manual_seed(cfg.seed)
         self.model: TransformerModel = build_model(model_cfg)
         if self.admin_profile is not None:
@@ -280,33 +159,12 @@ class Trainer:
         self.epoch = 1
         self.batch_index = 0
         # training nll (bits) of the last divergence_window updates after warm-up
-        self.recent_nll: collections.deque[float] = collections.deque(maxlen=cfg.divergence_window)
-        self.threshold = math.nan  # nll bits/token; set by run() from the config and the training data
+        self.divergence = DivergenceMonitor(
+            cfg.divergence_threshold, cfg.divergence_window, cfg.warmup_updates, fp16=cfg.amp == "fp16"
+        )
         self.ddp: nn.Module = self.model
 
     # ----------------------------------------------------------------------------- setup
-    def _admin_profile(self) -> AdminProfile | None:
-        cfg = self.cfg
-        if not needs_profile(self.model_cfg.residual):
-            if cfg.admin_profile or cfg.admin_closed_form:
-                raise CheckpointError(
-                    f"--admin-profile / --admin-closed-form given but --residual {self.model_cfg.residual} "
-                    "takes no profile"
-                )
-            return None
-        if cfg.admin_closed_form:
-            if cfg.admin_profile:
-                raise CheckpointError("give either --admin-profile or --admin-closed-form, not both")
-            return closed_form_profile(self.model_cfg)
-        if not cfg.admin_profile:
-            raise CheckpointError(
-                "--residual admin needs --admin-profile PATH (from `python -m pipeline_lib profile`) "
-                "or --admin-closed-form"
-            )
-        profile = AdminProfile.load(cfg.admin_profile)
-        profile.check_matches(self.model_cfg, source=f"Admin profile {cfg.admin_profile}")
-        return profile
-
     def _load_data(self) -> tuple[SplitData, SplitData]:
         cfg, ctx = self.cfg, self.ctx
         common = dict(
@@ -335,7 +193,7 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "rng": rng_state(),
             "iterator": {"epoch": self.epoch, "batch_index": self.batch_index},
-            "trainer": {"recent_nll": list(self.recent_nll), "world_size": self.world},
+            "trainer": {"recent_nll": list(self.divergence.recent_nll), "world_size": self.world},
             "admin_profile": self.admin_profile.to_json() if self.admin_profile is not None else None,
             "status": "ok",
         }
@@ -360,26 +218,6 @@ class Trainer:
             prune_intervals(self.save_dir, cfg.keep_interval_updates)
         else:
             save_checkpoint(state, self.save_dir / LAST)
-
-    def _find_resume_state(self) -> tuple[dict[str, Any], Path] | None:
-        candidates = resume_candidates(self.save_dir)
-        if not candidates:
-            return None
-        errors = []
-        for path in candidates:
-            try:
-                state = load_checkpoint(path)
-            except CheckpointError as exc:
-                errors.append(str(exc))
-                print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
-                continue
-            if errors:
-                print(f"warning: falling back to {path} (update {state['num_updates']})", file=sys.stderr)
-            return state, path
-        raise CheckpointError(
-            f"{self.save_dir}: no readable checkpoint to resume from ({'; '.join(errors)}); "
-            "remove the directory to start over"
-        )
 
     def _restore(self, state: dict[str, Any], path: Path) -> None:
         if state["model_config"] != self.model_cfg.to_dict():
@@ -409,8 +247,7 @@ class Trainer:
         self.schedule.load_state_dict(state["scheduler"])
         self.epoch = int(state["iterator"]["epoch"])
         self.batch_index = int(state["iterator"]["batch_index"])
-        self.recent_nll.clear()
-        self.recent_nll.extend(float(x) for x in state.get("trainer", {}).get("recent_nll", []))
+        self.divergence.restore(state.get("trainer", {}).get("recent_nll", []))
         set_rng_state(state["rng"])
 
     # ----------------------------------------------------------------------------- collectives
@@ -568,9 +405,16 @@ class Trainer:
             )
         self._barrier()  # nobody reads status.json after rank 0 rewrites it below
         train_data, valid_data = self._load_data()
-        self.threshold = self._divergence_threshold(train_data)
+        self.divergence.set_threshold(
+            self.ctx.vocab_size, train_data.corpus.tgt, self.model_cfg.tgt_vocab_size, train_data.eos
+        )
+        if self.cfg.divergence_threshold == UNIGRAM:
+            log.info(
+                "divergence threshold: the training targets' unigram entropy, %.3f bits/token",
+                self.divergence.threshold,
+            )
         self.log = JsonlLog(self.save_dir / LOG_FILE, self.is_main)
-        found = self._find_resume_state()
+        found = newest_readable(self.save_dir)
         if found is not None:
             state, path = found
             self._restore(state, path)
@@ -624,7 +468,7 @@ class Trainer:
     def _loop(self, train_data: SplitData, valid_data: SplitData, stop: StopSignal) -> Outcome:
         cfg = self.cfg
         per_update = self.world * cfg.update_freq
-        meter = _Meter(time.perf_counter())
+        meter = Meter(time.perf_counter())
         while not self._done():
             plan = train_data.batches(cfg.seed, self.epoch, shuffle=True, multiple_of=self.world)
             if not plan:
@@ -640,7 +484,14 @@ class Trainer:
                     return self._preempt(bar)
                 loss_sum, nll_sum, gnorm, stepped = self.train_step(local, total_tokens)
                 self.batch_index += len(chunk)
-                reason = self._divergence(loss_sum / total_tokens / LN2, nll_sum / total_tokens / LN2, gnorm)
+                scale = self.scaler.get_scale() if cfg.amp == "fp16" else None
+                reason = self.divergence.check(
+                    self.num_updates,
+                    loss_sum / total_tokens / LN2,
+                    nll_sum / total_tokens / LN2,
+                    gnorm,
+                    scale,
+                )
                 if reason is not None:
                     return self._diverged(reason, bar)
                 if stepped:
@@ -651,7 +502,7 @@ class Trainer:
                     bar.update(len(chunk))
                 if self.num_updates % cfg.log_interval == 0 and stepped:
                     self._log_train(meter, bar)
-                    meter = _Meter(time.perf_counter())
+                    meter = Meter(time.perf_counter())
                 if (
                     cfg.save_interval_updates > 0
                     and stepped
@@ -674,40 +525,6 @@ class Trainer:
             self.save()
         self._barrier()
         return Outcome("completed", self.num_updates, self._epoch_reached())
-
-    def _divergence_threshold(self, train_data: SplitData) -> float:
-        setting = self.cfg.divergence_threshold
-        if setting is None:
-            return math.log2(self.ctx.vocab_size)  # worse than a uniform guess
-        if setting != UNIGRAM:
-            return float(setting)
-        bits = unigram_entropy_bits(train_data.corpus.tgt, self.model_cfg.tgt_vocab_size, train_data.eos)
-        log.info("divergence threshold: the training targets' unigram entropy, %.3f bits/token", bits)
-        return bits
-
-    def _divergence(self, loss_bits: float, nll_bits: float, gnorm: float) -> str | None:
-        if self.cfg.amp == "fp16":
-            if self.scaler.get_scale() < MIN_LOSS_SCALE:
-                return f"fp16 loss scale fell below {MIN_LOSS_SCALE} (gradients keep overflowing)"
-            if not math.isfinite(gnorm):
-                return None  # an overflow the scaler has just handled
-        if not math.isfinite(loss_bits):
-            return f"non-finite loss ({loss_bits})"
-        if not math.isfinite(gnorm):
-            return f"non-finite gradient norm ({gnorm})"
-        # The nll, not the label-smoothed loss: the threshold is a cross-entropy of the data. The mean
-        # over the window, not every update: a stalled run hovers around the threshold, noisily.
-        if self.num_updates >= self.cfg.warmup_updates:
-            self.recent_nll.append(nll_bits)
-            window = self.recent_nll
-            mean = sum(window) / len(window)
-            if len(window) == window.maxlen and mean > self.threshold:
-                what = "the unigram entropy " if self.cfg.divergence_threshold == UNIGRAM else ""
-                return (
-                    f"mean training nll {mean:.3f} bits/token over the last {len(window)} updates, "
-                    f"above {what}{self.threshold:.3f}"
-                )
-        return None
 
     def _diverged(self, reason: str, bar: Any) -> Outcome:
         if bar is not None:
@@ -747,7 +564,7 @@ class Trainer:
             total=total, initial=self.batch_index, desc=f"epoch {self.epoch}", unit="batch", leave=False
         )
 
-    def _log_train(self, meter: _Meter, bar: Any) -> None:
+    def _log_train(self, meter: Meter, bar: Any) -> None:
         if not self.is_main or meter.updates == 0:
             return
         elapsed = max(time.perf_counter() - meter.start, 1e-9)
@@ -769,18 +586,3 @@ class Trainer:
             bar.set_postfix(
                 loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}"
             )
-
-
-class _Meter:
-    def __init__(self, start: float) -> None:
-        self.start = start
-        self.loss = self.nll = self.tokens = self.gnorm = 0.0
-        self.updates = self.sentences = 0
-
-    def add(self, loss: float, nll: float, tokens: float, gnorm: float, sentences: int) -> None:
-        self.loss += loss
-        self.nll += nll
-        self.tokens += tokens
-        self.gnorm += gnorm
-        self.updates += 1
-        self.sentences += sentences

@@ -1,14 +1,11 @@
 """Weight-gradient products that an idle CPU worker takes over (``--cpu-workers``).
 
-With one micro-batch per worker, an update waits for the slower of the two passes: on the bench
-machine they finish ~0.1 s apart (5% of an update), at random. A linear layer's weight gradient
-(``grad_out.T @ x``, a third of backward's matmul work) depends on nothing that backward computes
-later, so the oneDNN linear layers hand it here (``defer_weight_grads`` in
-``pipeline_lib/model/linear.py``). While no worker is idle, the owner computes it at once, with its
-operands still in cache; once a worker has run out of micro-batches, the others queue their products
-(up to a cap in bytes) and the idle worker computes them, while their owners go on with backward.
-Leaving every product for later instead finds its operands out of cache: +1.1% with 96 MiB queues,
--4% with 256 MiB, against +3.4-7.5% this way (paired updates in one process, 2026-11-24).
+With one micro-batch per worker, an update waits for the slower of the two passes. A linear layer's
+weight gradient (``grad_out.T @ x``) depends on nothing that backward computes later, so the oneDNN
+linear layers hand it here (``defer_weight_grads`` in ``pipeline_lib/model/linear.py``). While no
+worker is idle, the owner computes it at once, with its operands still in cache; once a worker has
+run out of micro-batches, the others queue their products (up to a cap in bytes) and the idle worker
+computes them while their owners go on with backward. Measurements: bench/HISTORY.md (2026-11-24).
 
 Each product is computed whole by one thread and stored in its micro-batch's slot, and a micro-batch's
 products for the same weight are summed in the order backward produced them, so the gradients do not
