@@ -4,6 +4,7 @@ recipes, priorities, significance sets, the report spec and the quoted command l
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shlex
 import subprocess
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.workflow import Commands, Plan
-from pipeline_lib.workflow.argv import flag
+from pipeline_lib.workflow.argv import flag, flags
 from pipeline_lib.workflow.plan import regex
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
@@ -170,3 +171,66 @@ def test_wildcard_regex_matches_exactly_the_names():
     pattern = regex(["a.b", "c"])
     assert re.fullmatch(pattern, "a.b") and not re.fullmatch(pattern, "axb") and re.fullmatch(pattern, "c")
     assert not re.fullmatch(regex([]), "")
+
+
+def test_schema_recipe_keys_are_the_dataclass_settings():
+    """One source of truth: a recipe key is a TrainConfig/ModelConfig field marked `recipe`, or one the
+    workflow reads itself; a new hyperparameter is a dataclass field plus its schema line."""
+    from pipeline_lib.model.config import ModelConfig, model_recipe_fields
+    from pipeline_lib.train.config import recipe_fields
+    from pipeline_lib.workflow.argv import WORKFLOW_RECIPE_KEYS
+
+    recipe_props = set(SCHEMA["properties"]["recipes"]["additionalProperties"]["properties"])
+    assert recipe_props == set(recipe_fields()) | set(model_recipe_fields()) | set(WORKFLOW_RECIPE_KEYS)
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    width_props = set(SCHEMA["properties"]["widths"]["additionalProperties"]["properties"]) - {
+        "arch",
+        "label",
+    }
+    assert width_props <= model_fields
+    experiment_props = SCHEMA["properties"]["experiments"]["additionalProperties"]["properties"]
+    assert {"encoder_layers", "decoder_layers", "residual", "dlcl_norm", "init"} <= set(
+        experiment_props
+    ) & model_fields
+
+
+def test_every_recipe_setting_reaches_the_train_command(demo: Plan):
+    """The train argv parses back, through the real train parser, to the recipe's values."""
+    import argparse
+
+    from pipeline_lib.train.cli import add_arguments, train_config_from_args
+
+    cfg = copy.deepcopy(DEMO)
+    cfg["recipes"]["demo"].update(max_sentences=77, adam_eps=1e-6, keep_last_epochs=3, amp="bf16")
+    plan = plan_of(cfg)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(shlex.split(Commands(plan).train("demo_6L6L_admin", threads=1)))
+    train = train_config_from_args(args)
+    recipe = plan.recipe("demo_6L6L_admin")
+    for key, value in recipe.items():
+        if hasattr(train, key):
+            want = tuple(value) if isinstance(value, list) else value
+            assert getattr(train, key) == want, key
+    assert args.dropout == recipe["dropout"] and args.encoder_layers == 6
+
+
+def test_every_decoding_key_is_a_translate_flag():
+    """The schema's decoding keys parse through the real translate parser into the same values."""
+    import argparse
+
+    from pipeline_lib.decode.cli import _search_config, add_arguments
+
+    props = SCHEMA["properties"]["decoding"]["additionalProperties"]["properties"]
+    sample = {"beam": 3, "lenpen": 0.6, "max_len_a": 1.2, "max_len_b": 7, "max_tokens": 123, "sampling": True,
+              "sampling_topk": 10, "temperature": 0.7, "seed": 9}  # fmt: skip
+    assert set(sample) == set(props), "update this test's sample with the new schema key"
+    cfg = copy.deepcopy(DEMO)
+    cfg["decoding"]["all"] = sample
+    words = shlex.split(flags(Commands(plan_of(cfg)).decoding("all")))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--checkpoint", "c.pt", "--input", "x", "--output", "y", *words])
+    for key, value in sample.items():
+        assert getattr(args, key) == value, key
+    assert _search_config(args).sampling_topk == 10

@@ -31,6 +31,7 @@ import torch
 
 from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.textio import count_lines
+from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
 from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data, split_size
 from pipeline_lib.decode.outputs import Postprocess, render, write_outputs
 from pipeline_lib.decode.search import SearchConfig
@@ -61,20 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     io.add_argument("--detok", choices=["auto", "moses", "none"], default="auto",
                     help="Moses detokenization (auto: if the data was Moses-tokenized)")  # fmt: skip
 
-    s = p.add_argument_group("search")
-    s.add_argument("--beam", type=int, default=5, help="beam size (1 = greedy)")
-    s.add_argument("--lenpen", type=float, default=1.0, help="score / length**lenpen (fairseq)")
-    s.add_argument("--max-len-a", type=float, default=0.0, help="max output length a*src_len + b")
-    s.add_argument("--max-len-b", type=int, default=200)
-    s.add_argument("--min-len", type=int, default=1, help="forbid </s> before this many tokens")
-    s.add_argument("--nbest", type=int, default=1, help="hypotheses per sentence (<= beam)")
-    s.add_argument("--unkpen", type=float, default=0.0, help="subtract from <unk>'s log-prob")
-    s.add_argument("--no-unk", action="store_true", help="never generate <unk>")
-    s.add_argument("--sampling", action="store_true", help="sample instead of search (nbest samples)")
-    s.add_argument("--sampling-topk", type=int, default=-1, help="sample among the k most likely")
-    s.add_argument("--temperature", type=float, default=1.0)
-    s.add_argument("--seed", type=int, default=1, help="sampling seed")
-    s.add_argument("--no-cache", action="store_true", help="recompute every position (testing only)")
+    add_dataclass_arguments(p, SearchConfig)
+    p.add_argument("--seed", type=int, default=1, help="sampling seed")
 
     r = p.add_argument_group("runtime")
     r.add_argument("--max-tokens", type=int, default=6000, help="source tokens per batch (0: no limit)")
@@ -100,20 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _search_config(args: argparse.Namespace) -> SearchConfig:
-    return SearchConfig(
-        beam=args.beam,
-        lenpen=args.lenpen,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
-        min_len=args.min_len,
-        nbest=args.nbest,
-        unkpen=args.unkpen,
-        no_unk=args.no_unk,
-        sampling=args.sampling,
-        sampling_topk=args.sampling_topk,
-        temperature=args.temperature,
-        use_cache=not args.no_cache,
-    )
+    return dataclass_from_args(SearchConfig, args)
 
 
 def _placeholders_if_diverged(args: argparse.Namespace) -> bool:

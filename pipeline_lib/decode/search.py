@@ -25,6 +25,7 @@ Semantics follow fairseq 0.12 (``fairseq-generate``):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -40,20 +41,26 @@ PAD, BOS, EOS, UNK = 0, 1, 2, 3
 NEG_INF = -math.inf
 
 
+def _search(default: object, help: str | None = None, **meta: object) -> object:
+    return dataclasses.field(default=default, metadata={"help": help, "group": "search", **meta})
+
+
 @dataclass(frozen=True)
 class SearchConfig:
-    beam: int = 5
-    lenpen: float = 1.0
-    max_len_a: float = 0.0
-    max_len_b: int = 200
-    min_len: int = 1
-    nbest: int = 1
-    unkpen: float = 0.0
-    no_unk: bool = False
-    sampling: bool = False
-    sampling_topk: int = -1  # <= 0: sample from the full distribution
-    temperature: float = 1.0
-    use_cache: bool = True
+    """Search settings; ``translate`` derives its search flags from these fields."""
+
+    beam: int = _search(5, "beam size (1 = greedy)")
+    lenpen: float = _search(1.0, "score / length**lenpen (fairseq)")
+    max_len_a: float = _search(0.0, "max output length a*src_len + b")
+    max_len_b: int = _search(200)
+    min_len: int = _search(1, "forbid </s> before this many tokens")
+    nbest: int = _search(1, "hypotheses per sentence (<= beam)")
+    unkpen: float = _search(0.0, "subtract from <unk>'s log-prob")
+    no_unk: bool = _search(False, "never generate <unk>")
+    sampling: bool = _search(False, "sample instead of search (nbest samples)")
+    sampling_topk: int = _search(-1, "sample among the k most likely (<= 0: the full distribution)")
+    temperature: float = _search(1.0)
+    use_cache: bool = _search(True, "recompute every position (testing only)", flag="--no-cache")
 
     def __post_init__(self) -> None:
         if self.beam < 1:

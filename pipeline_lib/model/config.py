@@ -31,9 +31,10 @@ class ModelConfig:
     d_model: int = 512
     ffn_dim: int = 2048
     heads: int = 8
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
+    # The dropout trio is a training recipe's to set (workflow recipes pass them with the model flags).
+    dropout: float = dataclasses.field(default=0.1, metadata={"recipe": True})
+    attention_dropout: float = dataclasses.field(default=0.0, metadata={"recipe": True})
+    activation_dropout: float = dataclasses.field(default=0.0, metadata={"recipe": True})
     residual: str = "post_ln"
     dlcl_norm: str = "pre"
     init: str = "xavier"
@@ -114,3 +115,8 @@ class ModelConfig:
         fields = {"d_model": d_model, "ffn_dim": ffn_dim, "heads": heads}
         fields.update(overrides)
         return cls.from_dict(fields)
+
+
+def model_recipe_fields() -> tuple[str, ...]:
+    """Model settings a workflow recipe may give (the architecture comes from widths and experiments)."""
+    return tuple(f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("recipe"))

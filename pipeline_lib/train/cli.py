@@ -30,106 +30,19 @@ import torch
 
 from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.vocab import Vocabulary
+from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
 from pipeline_lib.errors import InputError
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
-from pipeline_lib.model.linear import CPU_GEMMS
-from pipeline_lib.train.config import AMP_MODES, DEVICES, OPTIMIZERS, TrainConfig, parse_betas
-
-
-def _threshold(text: str) -> float | str:
-    if text == "unigram":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'unigram', got {text!r}") from None
+from pipeline_lib.train.config import TrainConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("data")
-    g.add_argument("--data", required=True, help="binarized directory (python -m pipeline_lib binarize)")
-    g.add_argument("--source-lang", required=True)
-    g.add_argument("--target-lang", required=True)
-    g.add_argument("--train-subset", default="train")
-    g.add_argument("--valid-subset", default="valid")
-    g.add_argument("--save-dir", required=True)
-    g.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch per process")
-    g.add_argument("--max-sentences", type=int, default=None, help="sentences per batch (default: no limit)")
-
+    add_dataclass_arguments(p, TrainConfig)
     add_model_arguments(p)
-    m = p.add_argument_group("admin")
-    m.add_argument("--admin-profile", default=None, help="ω profile JSON (required with --residual admin)")
-    m.add_argument(
-        "--admin-closed-form", action="store_true", help="Admin ω from the closed form, no profile"
-    )
-
-    o = p.add_argument_group("optimization")
-    o.add_argument("--optimizer", choices=OPTIMIZERS, default="radam")
-    o.add_argument("--adam-betas", default="(0.9, 0.98)")
-    o.add_argument("--adam-eps", type=float, default=1e-8)
-    o.add_argument("--lr", type=float, default=7e-4, help="peak learning rate")
-    o.add_argument("--warmup-updates", type=int, default=4000)
-    o.add_argument("--warmup-init-lr", type=float, default=1e-7)
-    o.add_argument("--clip-norm", type=float, default=0.0, help="0 = no clipping")
-    o.add_argument("--weight-decay", type=float, default=0.0)
-    o.add_argument("--label-smoothing", type=float, default=0.1)
-    o.add_argument("--update-freq", type=int, default=1, help="accumulate gradients over N batches")
-    o.add_argument("--max-epoch", type=int, default=0, help="0 = no limit")
-    o.add_argument("--max-update", type=int, default=0, help="0 = no limit")
-    o.add_argument("--seed", type=int, default=1)
-    o.add_argument("--divergence-window", type=int, default=1000)
-    o.add_argument(
-        "--divergence-threshold",
-        type=_threshold,
-        default=None,
-        help="training nll (bits/token) above which, as a mean over the last --divergence-window updates after "
-        "warm-up, the run counts as diverged. Default log2(vocab): worse than a uniform guess; 'unigram': "
-        "no better than a unigram model of the training targets (a stalled run)",
-    )
-
-    r = p.add_argument_group("runtime")
-    r.add_argument("--device", choices=DEVICES, default="cuda" if torch.cuda.is_available() else "cpu")
-    r.add_argument("--amp", choices=AMP_MODES, default="none")
-    r.add_argument("--num-threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    r.add_argument(
-        "--cpu-workers",
-        type=int,
-        default=1,
-        help="CPU: run this many of an update's --update-freq micro-batches at once, one thread each "
-        "(same update, same result up to float rounding; e.g. --max-tokens 2048 --update-freq 2 "
-        "--cpu-workers 2 on 2 cores)",
-    )
-    r.add_argument(
-        "--cpu-gemm",
-        choices=CPU_GEMMS,
-        default="auto",
-        help="fp32 CPU training: the linear layers' matmul library (auto: oneDNN on AVX-512 CPUs for "
-        "d >= 256 and --max-tokens >= 2048, where it measured faster than MKL; "
-        "pipeline_lib/model/linear.py)",
-    )
-    r.add_argument("--save-interval-updates", type=int, default=0, help="also save every N updates (0: off)")
-    r.add_argument(
-        "--keep-interval-updates", type=int, default=0, help="keep N checkpoint_{epoch}_{update}.pt"
-    )
-    r.add_argument("--keep-last-epochs", type=int, default=-1, help="keep N checkpoint{epoch}.pt (-1: all)")
-    r.add_argument("--log-interval", type=int, default=100, help="JSONL train record every N updates")
-    r.add_argument("--progress", choices=["auto", "tqdm", "none"], default="auto", help="auto: tqdm on a TTY")
-
-
-TRAIN_FIELDS = (
-    "data", "source_lang", "target_lang", "save_dir", "train_subset", "valid_subset", "optimizer", "adam_eps",
-    "lr", "warmup_updates", "warmup_init_lr", "clip_norm", "weight_decay", "label_smoothing", "max_tokens",
-    "max_sentences", "update_freq", "max_epoch", "max_update", "seed", "save_interval_updates",
-    "keep_interval_updates", "keep_last_epochs", "log_interval", "amp", "device", "divergence_window",
-    "divergence_threshold", "admin_profile", "admin_closed_form", "num_threads", "cpu_workers", "cpu_gemm",
-    "progress",
-)  # fmt: skip
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
-    fields = {name: getattr(args, name) for name in TRAIN_FIELDS}
-    fields["adam_betas"] = parse_betas(args.adam_betas)
-    return TrainConfig(**fields)
+    return dataclass_from_args(TrainConfig, args)
 
 
 def read_vocab(bin_dir: str) -> tuple[int, str]:

@@ -6,6 +6,7 @@ Field names are the CLI flags with dashes turned into underscores, so an error n
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -17,49 +18,107 @@ from pipeline_lib.model.linear import CPU_GEMMS
 OPTIMIZERS = ("radam", "adam")
 AMP_MODES = ("none", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
+UNIGRAM = "unigram"
+
+
+def _betas_arg(text: str) -> tuple[float, float]:
+    try:
+        return parse_betas(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _threshold_arg(text: str) -> float | str:
+    if text == UNIGRAM:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'unigram', got {text!r}") from None
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def setting(
+    default: Any = dataclasses.MISSING, help: str | None = None, *, recipe: bool = False, **meta: Any
+) -> Any:
+    """A TrainConfig field: its flag's help and group, and whether a workflow recipe may set it."""
+    return dataclasses.field(default=default, metadata={"help": help, "recipe": recipe, **meta})
+
+
+DATA, OPTIM, ADMIN, RUNTIME = "data", "optimization", "admin", "runtime"
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: str
-    source_lang: str
-    target_lang: str
-    save_dir: str
-    train_subset: str = "train"
-    valid_subset: str = "valid"
-    optimizer: str = "radam"
-    adam_betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-8
-    lr: float = 7e-4
-    warmup_updates: int = 4000
-    warmup_init_lr: float = 1e-7
-    clip_norm: float = 0.0  # 0 = no clipping (the papers' setting)
-    weight_decay: float = 0.0
-    label_smoothing: float = 0.1
-    max_tokens: int = 4096
-    max_sentences: int | None = None
-    update_freq: int = 1
-    max_epoch: int = 0  # 0 = no limit
-    max_update: int = 0  # 0 = no limit
-    seed: int = 1
-    save_interval_updates: int = 0  # 0 = only at epoch ends
-    keep_interval_updates: int = 0  # >0: also keep checkpoint_{epoch}_{update}.pt files, this many
-    keep_last_epochs: int = -1  # -1 = keep every checkpoint{epoch}.pt
-    log_interval: int = 100
-    amp: str = "none"
-    device: str = "cpu"
-    divergence_window: int = 1000
-    # nll bits/token; None = log2(vocab) (worse than a uniform guess); "unigram" = the entropy of a
-    # unigram model of the training targets (the run has not learned to use any context)
-    divergence_threshold: float | str | None = None
-    admin_profile: str | None = None
-    admin_closed_form: bool = False
-    num_threads: int = 0  # 0 = torch's default
-    # CPU: run this many of an update's micro-batches at once, one thread each (pipeline_lib.cpu.threads)
-    cpu_workers: int = 1
-    # fp32 CPU training: the linear layers' matmul library (pipeline_lib/model/linear.py)
-    cpu_gemm: str = "auto"  # auto | mkl | onednn
-    progress: str = "auto"  # auto | tqdm | none
+    """Every training setting; ``python -m pipeline_lib train`` derives its flags from these fields
+    (pipeline_lib/dataclass_cli.py) and the workflow passes the ones marked ``recipe`` from a recipe."""
+
+    data: str = setting(help="binarized directory (python -m pipeline_lib binarize)", group=DATA)
+    source_lang: str = setting(group=DATA)
+    target_lang: str = setting(group=DATA)
+    save_dir: str = setting(group=DATA)
+    train_subset: str = setting("train", group=DATA)
+    valid_subset: str = setting("valid", group=DATA)
+    max_tokens: int = setting(4096, "padded tokens per batch per process", recipe=True, group=DATA)
+    max_sentences: int | None = setting(
+        None, "sentences per batch (default: no limit)", recipe=True, group=DATA
+    )
+    optimizer: str = setting("radam", recipe=True, group=OPTIM, choices=OPTIMIZERS)
+    adam_betas: tuple[float, float] = setting(
+        (0.9, 0.98), "fairseq's '(0.9, 0.98)'", recipe=True, group=OPTIM, type=_betas_arg
+    )
+    adam_eps: float = setting(1e-8, recipe=True, group=OPTIM)
+    lr: float = setting(7e-4, "peak learning rate", recipe=True, group=OPTIM)
+    warmup_updates: int = setting(4000, recipe=True, group=OPTIM)
+    warmup_init_lr: float = setting(1e-7, recipe=True, group=OPTIM)
+    clip_norm: float = setting(0.0, "0 = no clipping (the papers' setting)", recipe=True, group=OPTIM)
+    weight_decay: float = setting(0.0, recipe=True, group=OPTIM)
+    label_smoothing: float = setting(0.1, recipe=True, group=OPTIM)
+    update_freq: int = setting(1, "accumulate gradients over N batches", recipe=True, group=OPTIM)
+    max_epoch: int = setting(0, "0 = no limit", recipe=True, group=OPTIM)
+    max_update: int = setting(0, "0 = no limit", recipe=True, group=OPTIM)
+    seed: int = setting(1, group=OPTIM)
+    divergence_window: int = setting(1000, recipe=True, group=OPTIM)
+    divergence_threshold: float | str | None = setting(
+        None,
+        "training nll (bits/token) above which, as a mean over the last --divergence-window updates after "
+        "warm-up, the run counts as diverged. Default log2(vocab): worse than a uniform guess; 'unigram': "
+        "no better than a unigram model of the training targets (a stalled run)",
+        recipe=True,
+        group=OPTIM,
+        type=_threshold_arg,
+    )
+    admin_profile: str | None = setting(None, "ω profile JSON (required with --residual admin)", group=ADMIN)
+    admin_closed_form: bool = setting(False, "Admin ω from the closed form, no profile", group=ADMIN)
+    device: str = setting("cpu", group=RUNTIME, choices=DEVICES, cli_default=_default_device)
+    amp: str = setting("none", recipe=True, group=RUNTIME, choices=AMP_MODES)
+    num_threads: int = setting(0, "torch CPU threads (0: torch's default)", group=RUNTIME)
+    cpu_workers: int = setting(
+        1,
+        "CPU: run this many of an update's --update-freq micro-batches at once, one thread each "
+        "(same update, same result up to float rounding; e.g. --max-tokens 2048 --update-freq 2 "
+        "--cpu-workers 2 on 2 cores)",
+        group=RUNTIME,
+    )
+    cpu_gemm: str = setting(
+        "auto",
+        "fp32 CPU training: the linear layers' matmul library (auto: oneDNN on AVX-512 CPUs for "
+        "d >= 256 and --max-tokens >= 2048, where it measured faster than MKL; pipeline_lib/model/linear.py)",
+        group=RUNTIME,
+        choices=CPU_GEMMS,
+    )
+    save_interval_updates: int = setting(0, "also save every N updates (0: off)", recipe=True, group=RUNTIME)
+    keep_interval_updates: int = setting(
+        0, "keep N checkpoint_{epoch}_{update}.pt", recipe=True, group=RUNTIME
+    )
+    keep_last_epochs: int = setting(-1, "keep N checkpoint{epoch}.pt (-1: all)", recipe=True, group=RUNTIME)
+    log_interval: int = setting(100, "JSONL train record every N updates", recipe=True, group=RUNTIME)
+    progress: str = setting("auto", "auto: tqdm on a TTY", group=RUNTIME, choices=("auto", "tqdm", "none"))
 
     def __post_init__(self) -> None:
         self._choice("optimizer", OPTIMIZERS)
@@ -103,7 +162,7 @@ class TrainConfig:
             )
         threshold = self.divergence_threshold
         if isinstance(threshold, str):
-            if threshold != "unigram":
+            if threshold != UNIGRAM:
                 raise ConfigError(
                     f"train.divergence_threshold (--divergence-threshold) must be a number or 'unigram', "
                     f"got {threshold!r}"
@@ -181,3 +240,8 @@ def parse_betas(text: str) -> tuple[float, float]:
     if len(values) != 2:
         raise ConfigError(f"--adam-betas {text!r}: expected two numbers such as '(0.9, 0.98)'")
     return values  # type: ignore[return-value]
+
+
+def recipe_fields() -> tuple[str, ...]:
+    """The settings a workflow recipe may give (the rest come from the experiment or the rule)."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("recipe"))

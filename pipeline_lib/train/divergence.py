@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from pipeline_lib.data.indexed import IndexedDataset
+from pipeline_lib.train.config import UNIGRAM
 
-UNIGRAM = "unigram"
 MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq's --min-loss-scale)
 
 

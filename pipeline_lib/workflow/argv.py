@@ -11,7 +11,9 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from pipeline_lib.model.config import model_recipe_fields
 from pipeline_lib.model.registry import needs_profile
+from pipeline_lib.train.config import recipe_fields
 from pipeline_lib.workflow.plan import Plan
 
 Pairs = Iterable[tuple[str, Any]]
@@ -30,6 +32,22 @@ def flag(name: str, value: Any) -> list[str]:
 
 def flags(pairs: Pairs) -> str:
     return shlex.join(word for name, value in pairs for word in flag(name, value))
+
+
+# Recipe keys the workflow itself reads (averaging, profiling), not passed to `train`.
+WORKFLOW_RECIPE_KEYS = ("average_last", "average_kind", "profile_max_tokens", "admin_closed_form")
+
+
+def recipe_value(value: Any) -> Any:
+    """A recipe value as its flag takes it: lists (Adam's betas) in fairseq's '(0.9, 0.98)' form."""
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(str(v) for v in value) + ")"
+    return value
+
+
+def recipe_pairs(recipe: dict[str, Any], fields: Iterable[str]) -> Pairs:
+    """(flag, value) of every field the recipe sets, in the fields' order."""
+    return [(name.replace("_", "-"), recipe_value(recipe[name])) for name in fields if name in recipe]
 
 
 class Commands:
@@ -152,9 +170,7 @@ class Commands:
             ("residual", exp["residual"]),
             ("dlcl-norm", exp.get("dlcl_norm")),
             ("init", exp.get("init", "xavier")),
-            ("dropout", rec.get("dropout")),
-            ("attention-dropout", rec.get("attention_dropout")),
-            ("activation-dropout", rec.get("activation_dropout")),
+            *recipe_pairs(rec, model_recipe_fields()),
         ]
 
     def _data(self, name: str) -> Pairs:
@@ -162,34 +178,14 @@ class Commands:
         return [("data", self.plan.bin_dir(name)), ("source-lang", src), ("target-lang", tgt)]
 
     def train(self, name: str, threads: int) -> str:
-        rec = self.plan.recipe(name)
+        """The model flags, every recipe setting the train CLI takes, and the run's own paths."""
         exp = self.plan.experiments[name]
-        betas = rec.get("adam_betas")
         profiled = needs_profile(exp["residual"])
         pairs = [
             *self._data(name),
             ("save-dir", self.plan.exp_dir(name)),
-            ("optimizer", rec.get("optimizer")),
-            ("adam-betas", f"({betas[0]}, {betas[1]})" if betas else None),
-            ("adam-eps", rec.get("adam_eps")),
-            ("lr", rec["lr"]),
-            ("warmup-updates", rec["warmup_updates"]),
-            ("warmup-init-lr", rec.get("warmup_init_lr")),
-            ("clip-norm", rec.get("clip_norm")),
-            ("weight-decay", rec.get("weight_decay")),
-            ("label-smoothing", rec.get("label_smoothing")),
-            ("max-tokens", rec["max_tokens"]),
-            ("update-freq", rec.get("update_freq")),
-            ("max-epoch", rec.get("max_epoch")),
-            ("max-update", rec.get("max_update")),
-            ("amp", rec.get("amp")),
+            *recipe_pairs(self.plan.recipe(name), recipe_fields()),
             ("seed", exp.get("seed", 1)),
-            ("log-interval", rec.get("log_interval")),
-            ("keep-last-epochs", rec.get("keep_last_epochs")),
-            ("save-interval-updates", rec.get("save_interval_updates")),
-            ("keep-interval-updates", rec.get("keep_interval_updates")),
-            ("divergence-window", rec.get("divergence_window")),
-            ("divergence-threshold", rec.get("divergence_threshold")),
             ("admin-profile", self.plan.admin_profile(name) if profiled else None),
             ("num-threads", threads),
             ("progress", "none"),
@@ -222,18 +218,9 @@ class Commands:
 
     # ------------------------------------------------------------------ decoding
     def decoding(self, decoding: str) -> Pairs:
-        d = self.config["decoding"][decoding]
-        return [
-            ("beam", d.get("beam")),
-            ("lenpen", d.get("lenpen")),
-            ("max-len-a", d.get("max_len_a")),
-            ("max-len-b", d.get("max_len_b")),
-            ("max-tokens", d.get("max_tokens")),
-            ("sampling", bool(d.get("sampling"))),
-            ("sampling-topk", d.get("sampling_topk")),
-            ("temperature", d.get("temperature")),
-            ("seed", d.get("seed")),
-        ]
+        """Every key of a `decoding` entry is a translate flag of the same name (SearchConfig's fields,
+        --max-tokens and --seed)."""
+        return [(key.replace("_", "-"), value) for key, value in self.config["decoding"][decoding].items()]
 
     def translate(self, name: str, split: str, threads: int) -> str:
         src, tgt = self.plan.exp_langs(name)

@@ -1,0 +1,65 @@
+"""argparse flags derived from a config dataclass, so a setting is declared once (fairseq's
+``gen_parser_from_dataclass`` pattern).
+
+Each field becomes ``--field-name``. Its ``metadata`` may give ``help``, ``choices``, ``group`` (the
+argparse group title), ``type`` (a parser for the command-line text), ``cli_default`` (a callable
+giving a default that depends on the machine), ``required`` and ``flag`` (another flag name). A field
+without a default is required; a bool field is a switch (``store_false`` when it defaults to True).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _parse_type(annotation: Any) -> Any:
+    """int/float/str for a plain or optional annotation; None when the field needs its own parser."""
+    if annotation in (int, float, str):
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and len(args) == 1 and args[0] in (int, float, str):
+        return args[0]
+    return None
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    hints = typing.get_type_hints(cls)
+    groups: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        meta = field.metadata
+        title = meta.get("group")
+        target = parser if title is None else groups.setdefault(title, parser.add_argument_group(title))
+        kwargs: dict[str, Any] = {"help": meta.get("help")}
+        has_default = field.default is not dataclasses.MISSING
+        if "cli_default" in meta:
+            kwargs["default"] = meta["cli_default"]()
+        elif has_default:
+            kwargs["default"] = field.default
+        flag = meta.get("flag", flag_name(field.name))
+        if hints[field.name] is bool:
+            action = "store_false" if field.default is True else "store_true"
+            target.add_argument(flag, dest=field.name, action=action, **kwargs)
+            continue
+        parse = meta.get("type") or _parse_type(hints[field.name])
+        if parse is None:
+            raise TypeError(
+                f"{cls.__name__}.{field.name}: give metadata['type'] to parse {hints[field.name]}"
+            )
+        kwargs["type"] = parse
+        if "choices" in meta:
+            kwargs["choices"] = meta["choices"]
+        kwargs["required"] = meta.get("required", not has_default and "cli_default" not in meta)
+        target.add_argument(flag, dest=field.name, **kwargs)
+
+
+def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
