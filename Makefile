@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup setup-dev profiles demo test lint clean-results
+.PHONY: setup setup-dev profiles demo test test-fast lint clean-results
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ demo: setup
 
 test: setup-dev
 	. $(BIN)/activate && python -m pytest -q -ra $(PYTEST_ARGS)
+
+# The edit loop: everything but the end-to-end runs, the DDP runs and the SLURM cluster (~2 minutes).
+test-fast: setup-dev
+	. $(BIN)/activate && python -m pytest -q -ra -m "not slow" --ignore=tests/slurm $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -43,10 +43,13 @@ def test_lipschitz_bounds_hold_and_are_used(residual: str) -> None:
 def test_xavier_default_bounds() -> None:
     model = build("xavier")
     qkv = model.encoder.layers[0].self_attn.qkv_proj.weight
-    bound = math.sqrt(6.0 / (qkv.shape[0] + qkv.shape[1]))
-    assert qkv.abs().max().item() <= bound + 1e-7
     fc1 = model.encoder.layers[0].ffn.fc1.weight
-    assert fc1.abs().max().item() <= math.sqrt(6.0 / (64 + 256)) + 1e-7
+    for weight in (qkv, fc1):
+        # U(-b, b) with b = sqrt(6 / (fan_in + fan_out)): inside the bound, reaching it, std b / sqrt(3).
+        bound = math.sqrt(6.0 / (weight.shape[0] + weight.shape[1]))
+        assert weight.abs().max().item() <= bound + 1e-7
+        assert weight.abs().max().item() > 0.95 * bound
+        assert abs(weight.std().item() - bound / math.sqrt(3.0)) < 0.05 * bound / math.sqrt(3.0)
     table = model.encoder.embed.table.weight[1:]
     assert abs(table.std().item() - 64**-0.5) < 0.01  # N(0, d^-0.5)
     assert torch.count_nonzero(model.encoder.embed.table.weight[0]) == 0

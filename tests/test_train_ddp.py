@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from train_fixtures import make_bin_dir, read_log, train_args
 
@@ -33,6 +34,7 @@ def run(cmd: list[str]) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_ddp_gradient_equals_update_freq_2(tmp_path: Path) -> None:
     bin_dir = make_bin_dir(tmp_path)
     run([sys.executable, WORKER, str(bin_dir), str(tmp_path / "single.pt"), "2"])
@@ -44,6 +46,7 @@ def test_ddp_gradient_equals_update_freq_2(tmp_path: Path) -> None:
         torch.testing.assert_close(ddp[name], single[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
+@pytest.mark.slow
 def test_ddp_training_run_matches_single_process(tmp_path: Path) -> None:
     bin_dir = make_bin_dir(tmp_path)
     common = ("--max-update", "4", "--dropout", "0")
