@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipeline_lib.cli import main as cli
 from pipeline_lib.data.chunk_map import default_workers
-from pipeline_lib.data.cli_subword import segment_file
+from pipeline_lib.data.subword import segment_file
 
 
 def _timed(fn) -> float:

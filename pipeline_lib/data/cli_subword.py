@@ -36,15 +36,13 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tqdm import tqdm
-
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.chunk_map import default_workers, map_chunks
-from pipeline_lib.data.textio import count_lines, read_lines
+from pipeline_lib.data.chunk_map import default_workers
+from pipeline_lib.data.subword import MODEL_META, load_model_meta, segment_file
+from pipeline_lib.data.textio import read_lines
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
-MODEL_META = "subword.json"
 
 
 # ------------------------------------------------------------------------------------------
@@ -168,74 +166,6 @@ def add_apply_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-threshold", type=int, default=0, help="BPE: subword-nmt --vocabulary-threshold")
     p.add_argument("--workers", type=int, default=default_workers())
     p.add_argument("--chunk-size", type=int, default=2000)
-
-
-_SEGMENTER: dict[str, Callable[[str], str]] = {}
-
-
-def init_segmenter(kind: str, model_path: str, vocab_path: str | None, threshold: int) -> None:
-    """Build the segmenter once per worker process."""
-    if kind == "bpe":
-        from subword_nmt import apply_bpe
-
-        vocab = None
-        if vocab_path is not None and threshold > 0:
-            with codecs.open(vocab_path, encoding="utf-8") as vf:
-                vocab = apply_bpe.read_vocabulary(vf, threshold)
-        with codecs.open(model_path, encoding="utf-8") as codes:
-            bpe = apply_bpe.BPE(codes, vocab=vocab)
-        _SEGMENTER["fn"] = lambda line: " ".join(bpe.segment_tokens(line.split()))
-    else:
-        import sentencepiece as spm
-
-        sp = spm.SentencePieceProcessor(model_file=model_path)
-        _SEGMENTER["fn"] = lambda line: " ".join(sp.encode(line, out_type=str))
-
-
-def segment_chunk(lines: list[str]) -> list[str]:
-    fn = _SEGMENTER["fn"]
-    return [fn(line) for line in lines]
-
-
-def segment_file(
-    src: Path,
-    dst: Path,
-    *,
-    kind: str,
-    model_path: Path,
-    vocab_path: Path | None = None,
-    threshold: int = 0,
-    workers: int = 1,
-    chunk_size: int = 2000,
-) -> int:
-    """Segment ``src`` into ``dst`` (written directly; callers handle atomicity)."""
-    n = 0
-    total = count_lines(src)
-    with open(dst, "w", encoding="utf-8", newline="\n") as out:
-        bar = tqdm(total=total, desc=f"{kind} {src.name}", unit="line", disable=None)
-        initargs = (kind, str(model_path), str(vocab_path) if vocab_path else None, threshold)
-        for seg in map_chunks(
-            segment_chunk,
-            read_lines(src),
-            workers=workers,
-            chunk_size=chunk_size,
-            initializer=init_segmenter,
-            initargs=initargs,
-        ):
-            for line in seg:
-                out.write(line)
-                out.write("\n")
-            n += len(seg)
-            bar.update(len(seg))
-        bar.close()
-    return n
-
-
-def load_model_meta(model_dir: Path) -> dict:
-    path = model_dir / MODEL_META
-    if not path.is_file():
-        raise InputError(f"{path}: not found (run `python -m pipeline_lib learn-bpe` first)")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def run_apply(args: argparse.Namespace) -> int:
