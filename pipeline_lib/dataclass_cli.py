@@ -3,7 +3,9 @@
 
 Each field becomes ``--field-name``. Its ``metadata`` may give ``help``, ``choices``, ``group`` (the
 argparse group title), ``type`` (a parser for the command-line text), ``cli_default`` (a callable
-giving a default that depends on the machine), ``required`` and ``flag`` (another flag name). A field
+giving a default that depends on the machine), ``required`` and ``flag`` (another flag name);
+``choices`` may be a callable (a registry read when the parser is built), and ``cli: False``
+leaves a field out. A field
 without a default is required; a bool field is a switch (``store_false`` when it defaults to True).
 """
 
@@ -31,10 +33,17 @@ def _parse_type(annotation: Any) -> Any:
     return None
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+def cli_fields(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
+
+
+def add_dataclass_arguments(
+    parser: argparse.ArgumentParser, cls: type, groups: dict[str, Any] | None = None
+) -> None:
+    """One flag per field; ``groups`` maps group titles to argument groups the caller made already."""
     hints = typing.get_type_hints(cls)
-    groups: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
+    groups = dict(groups or {})
+    for field in cli_fields(cls):
         meta = field.metadata
         title = meta.get("group")
         target = parser if title is None else groups.setdefault(title, parser.add_argument_group(title))
@@ -56,10 +65,18 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             )
         kwargs["type"] = parse
         if "choices" in meta:
-            kwargs["choices"] = meta["choices"]
+            choices = meta["choices"]
+            kwargs["choices"] = choices() if callable(choices) else choices
         kwargs["required"] = meta.get("required", not has_default and "cli_default" not in meta)
         target.add_argument(flag, dest=field.name, **kwargs)
 
 
-def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
-    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+def dataclass_from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
+    """``cls`` from the parsed flags; a flag left at None keeps the field's default; ``extra`` adds
+    the fields that are not flags."""
+    given = {f.name: getattr(args, f.name) for f in cli_fields(cls)}
+    return cls(**{k: v for k, v in given.items() if v is not None or _accepts_none(cls, k)}, **extra)
+
+
+def _accepts_none(cls: type, name: str) -> bool:
+    return type(None) in typing.get_args(typing.get_type_hints(cls)[name])

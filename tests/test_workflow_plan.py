@@ -212,7 +212,12 @@ def test_every_recipe_setting_reaches_the_train_command(demo: Plan):
         if hasattr(train, key):
             want = tuple(value) if isinstance(value, list) else value
             assert getattr(train, key) == want, key
-    assert args.dropout == recipe["dropout"] and args.encoder_layers == 6
+    from pipeline_lib.model.cli_args import model_config_from_args
+
+    model = model_config_from_args(args, 100, 100)
+    width = DEMO["widths"]["d128"]
+    assert (model.d_model, model.ffn_dim, model.heads) == (width["d_model"], width["ffn_dim"], width["heads"])
+    assert (model.encoder_layers, model.residual, model.dropout) == (6, "admin", recipe["dropout"])
 
 
 def test_every_decoding_key_is_a_translate_flag():

@@ -22,27 +22,48 @@ INITS = ("xavier", "lipschitz")
 ARCHITECTURE_FIELDS = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads", "residual")
 
 
+def _model(default: Any, help: str | None = None, **meta: Any) -> Any:
+    return dataclasses.field(default=default, metadata={"help": help, "group": "model", **meta})
+
+
+def _internal(default: Any) -> Any:
+    """A field set by the data or fixed by the format, not a flag."""
+    return dataclasses.field(default=default, metadata={"cli": False})
+
+
+def _preset_override(default: int, what: str) -> Any:
+    # The flag defaults to None: the --arch preset's value, unless given.
+    return _model(default, f"override the preset's {what}", cli_default=lambda: None)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
-    src_vocab_size: int
-    tgt_vocab_size: int
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    d_model: int = 512
-    ffn_dim: int = 2048
-    heads: int = 8
+    """Every model setting; `train` and `profile` derive their model flags from these fields
+    (``--arch`` picks the preset that ``--d-model``/``--ffn-dim``/``--heads`` override)."""
+
+    src_vocab_size: int = _internal(dataclasses.MISSING)
+    tgt_vocab_size: int = _internal(dataclasses.MISSING)
+    encoder_layers: int = _model(6)
+    decoder_layers: int = _model(6)
+    d_model: int = _preset_override(512, "d_model")
+    ffn_dim: int = _preset_override(2048, "FFN size")
+    heads: int = _preset_override(8, "attention heads")
     # The dropout trio is a training recipe's to set (workflow recipes pass them with the model flags).
-    dropout: float = dataclasses.field(default=0.1, metadata={"recipe": True})
-    attention_dropout: float = dataclasses.field(default=0.0, metadata={"recipe": True})
-    activation_dropout: float = dataclasses.field(default=0.0, metadata={"recipe": True})
-    residual: str = "post_ln"
-    dlcl_norm: str = "pre"
-    init: str = "xavier"
+    dropout: float = _model(0.1, recipe=True)
+    attention_dropout: float = _model(0.0, recipe=True)
+    activation_dropout: float = _model(0.0, recipe=True)
+    residual: str = _model(
+        "post_ln", "residual variant (pipeline_lib/model/registry.py)", choices=residual_names
+    )
+    dlcl_norm: str = _model("pre", choices=DLCL_NORMS)
+    init: str = _model("xavier", choices=INITS)
     # Joint vocabulary: one table for source, target input and output projection.
-    share_all_embeddings: bool = True
-    share_decoder_input_output_embed: bool = True
-    max_positions: int = 1024
-    pad_idx: int = 0
+    share_all_embeddings: bool = _model(
+        True, "separate source/target tables", flag="--no-share-all-embeddings"
+    )
+    share_decoder_input_output_embed: bool = _internal(True)
+    max_positions: int = _model(1024)
+    pad_idx: int = _internal(0)
 
     def __post_init__(self) -> None:
         self._check_positive("src_vocab_size", "tgt_vocab_size", "encoder_layers", "decoder_layers")
