@@ -10,6 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pipeline_lib.cpu import onednn as linear_module
+from pipeline_lib.cpu.onednn import onednn_available
 from pipeline_lib.decode.search import (
     BOS,
     EOS,
@@ -23,9 +25,8 @@ from pipeline_lib.decode.search import (
 )
 from pipeline_lib.decode.translator import collate_sources, decode_cpu_gemm, plan_decode_batches, translate
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.model import linear as linear_module
 from pipeline_lib.model.config import ModelConfig
-from pipeline_lib.model.linear import Linear, onednn_available
+from pipeline_lib.model.linear import Linear
 from pipeline_lib.model.transformer import build_model
 
 V = 40

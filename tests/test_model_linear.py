@@ -6,10 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pipeline_lib.cpu import onednn as linear_module
+from pipeline_lib.cpu.onednn import onednn_available, onednn_linear, resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.model import linear as linear_module
 from pipeline_lib.model.config import ModelConfig
-from pipeline_lib.model.linear import Linear, onednn_available, onednn_linear, resolve_cpu_gemm, set_cpu_gemm
+from pipeline_lib.model.linear import Linear
 from pipeline_lib.model.transformer import build_model
 from pipeline_lib.train.config import TrainConfig
 

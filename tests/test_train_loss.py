@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_lib.model.linear import onednn_available
+from pipeline_lib.cpu.onednn import onednn_available
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss
 
 PAD = 0

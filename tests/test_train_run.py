@@ -13,10 +13,10 @@ from train_fixtures import make_bin_dir, read_log, train_args
 from pipeline_lib.checkpoint import load_checkpoint, load_model
 from pipeline_lib.cli import main
 from pipeline_lib.cpu import weight_grad_sharing
+from pipeline_lib.cpu.onednn import onednn_available
 from pipeline_lib.cpu.weight_grad_sharing import SharedWeightGrads
 from pipeline_lib.data.indexed import ParallelCorpus
 from pipeline_lib.decode.search import EOS
-from pipeline_lib.model.linear import onednn_available
 from pipeline_lib.train.divergence import unigram_entropy_bits
 
 

@@ -9,10 +9,10 @@ import time
 import pytest
 import torch
 
+from pipeline_lib.cpu.onednn import defer_weight_grads, onednn_available, set_cpu_gemm
 from pipeline_lib.cpu.threads import single_intra_op_thread
 from pipeline_lib.cpu.weight_grad_sharing import SharedWeightGrads, run_micro_batches
 from pipeline_lib.model.config import ModelConfig
-from pipeline_lib.model.linear import defer_weight_grads, onednn_available, set_cpu_gemm
 from pipeline_lib.model.transformer import build_model
 
 needs_onednn = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")

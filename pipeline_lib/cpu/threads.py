@@ -9,7 +9,6 @@ torch releases the GIL inside its kernels, and the threads share the model's mem
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 
 import torch
@@ -24,14 +23,3 @@ def single_intra_op_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
-
-
-@contextlib.contextmanager
-def thread_local_setting(local: threading.local, name: str, value: object) -> Iterator[None]:
-    """``local.<name>`` is ``value`` inside the block, in this thread only; the previous value after."""
-    previous = getattr(local, name, None)
-    setattr(local, name, value)
-    try:
-        yield
-    finally:
-        setattr(local, name, previous)

@@ -2,7 +2,7 @@
 
 With one micro-batch per worker, an update waits for the slower of the two passes. A linear layer's
 weight gradient (``grad_out.T @ x``) depends on nothing that backward computes later, so the oneDNN
-linear layers hand it here (``defer_weight_grads`` in ``pipeline_lib/model/linear.py``). While no
+linear layers hand it here (``defer_weight_grads`` in ``pipeline_lib/cpu/onednn.py``). While no
 worker is idle, the owner computes it at once, with its operands still in cache; once a worker has
 run out of micro-batches, the others queue their products (up to a cap in bytes) and the idle worker
 computes them while their owners go on with backward. Measurements: bench/HISTORY.md (2026-11-24).
@@ -24,7 +24,7 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from pipeline_lib.model.linear import defer_weight_grads
+from pipeline_lib.cpu.onednn import defer_weight_grads
 
 T = TypeVar("T")
 

@@ -30,6 +30,7 @@ import time
 import torch
 
 from pipeline_lib.cpu.allocator import keep_freed_memory
+from pipeline_lib.cpu.onednn import CPU_GEMMS
 from pipeline_lib.data.textio import count_lines
 from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
 from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data, split_size
@@ -38,7 +39,6 @@ from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import check_cpu_gemm, resolve_device, translate
 from pipeline_lib.diverged import add_skip_argument, is_diverged, skip_diverged
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.model.linear import CPU_GEMMS
 
 log = logging.getLogger(__name__)
 

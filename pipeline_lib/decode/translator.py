@@ -26,11 +26,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from pipeline_lib.cpu.onednn import AUTO_MIN_DECODE_ROWS, CPU_GEMMS, resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.cpu.threads import single_intra_op_thread
 from pipeline_lib.decode.search import EOS, PAD, Hypothesis, SearchConfig, generate
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.attention import avoid_cudnn_attention
-from pipeline_lib.model.linear import AUTO_MIN_DECODE_ROWS, CPU_GEMMS, resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.model.transformer import TransformerModel
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pipeline_lib.cpu.threads import thread_local_setting
+from pipeline_lib.thread_local import thread_local_setting
 
 _local = threading.local()
 

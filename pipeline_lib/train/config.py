@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline_lib.cpu.onednn import CPU_GEMMS
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.model.linear import CPU_GEMMS
 
 OPTIMIZERS = ("radam", "adam")
 AMP_MODES = ("none", "bf16", "fp16")
@@ -108,7 +108,7 @@ class TrainConfig:
     cpu_gemm: str = setting(
         "auto",
         "fp32 CPU training: the linear layers' matmul library (auto: oneDNN on AVX-512 CPUs for "
-        "d >= 256 and --max-tokens >= 2048, where it measured faster than MKL; pipeline_lib/model/linear.py)",
+        "d >= 256 and --max-tokens >= 2048, where it measured faster than MKL; pipeline_lib/cpu/onednn.py)",
         group=RUNTIME,
         choices=CPU_GEMMS,
     )

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline_lib.model.linear import onednn_matmul
+from pipeline_lib.cpu.onednn import onednn_matmul
 
 
 def label_smoothed_nll_loss(
@@ -147,7 +147,7 @@ def output_layer_loss(
     2,048 tokens and 4k words) never exist whole. For fp32 CPU training: the same FLOPs, less memory
     traffic and less peak memory. ``hidden`` (..., d) and ``weight`` (V, d) are fp32 (the loss math
     is, and AMP keeps ``label_smoothed_nll_loss``). ``onednn``: the products that read the whole weight
-    run on oneDNN (pipeline_lib/model/linear.py).
+    run on oneDNN (pipeline_lib/cpu/onednn.py).
     """
     if hidden.dtype != torch.float32 or weight.dtype != torch.float32:
         raise ValueError(f"output_layer_loss takes fp32 tensors, got {hidden.dtype} and {weight.dtype}")

@@ -36,6 +36,7 @@ from pipeline_lib.checkpoint import (
     prune_intervals,
     save_checkpoint,
 )
+from pipeline_lib.cpu.onednn import resolve_cpu_gemm, set_cpu_gemm, uses_onednn
 from pipeline_lib.cpu.threads import single_intra_op_thread
 from pipeline_lib.cpu.weight_grad_sharing import run_micro_batches
 from pipeline_lib.errors import CheckpointError, ConfigError
@@ -43,7 +44,6 @@ from pipeline_lib.model.admin import apply_profile, resolve_profile
 from pipeline_lib.model.attention import avoid_cudnn_attention
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
-from pipeline_lib.model.linear import resolve_cpu_gemm, set_cpu_gemm
 from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
@@ -306,7 +306,12 @@ class Trainer:
             # the output layer's product runs inside the loss, on the library set_cpu_gemm chose for it
             out = self.model.output_projection
             return output_layer_loss(
-                hidden, out.weight, batch.target, self.cfg.label_smoothing, self.ctx.pad, onednn=out.onednn
+                hidden,
+                out.weight,
+                batch.target,
+                self.cfg.label_smoothing,
+                self.ctx.pad,
+                onednn=uses_onednn(out),
             )
         with self._autocast():
             logits = module(batch.src_tokens, batch.prev_tokens)
