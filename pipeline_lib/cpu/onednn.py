@@ -49,15 +49,9 @@ def onednn_available() -> bool:
 
 
 def resolve_cpu_gemm(choice: str, d_model: int, rows: int, min_rows: int = AUTO_MIN_TOKENS) -> str:
-    """'mkl' or 'onednn'. auto: oneDNN where it was measured faster, on AVX-512 CPUs for models of
-    d >= 256 whose products have at least ``min_rows`` rows.
-
-    * Training (``rows`` = tokens per micro-batch, at least 2,048): +5-15% on the bench. With
-      1,024-token batches oneDNN was even for 2L-2L d=256 and 10% slower for 6L-6L d=128 (kernel
-      builds for every batch shape weigh more), and it took ~200 MiB more memory (2026-11-23).
-    * Beam search (``rows`` = sentences x beam, at least ``AUTO_MIN_DECODE_ROWS``): 6L-6L d=256,
-      one thread, fixed / natural output length: 512 rows +13% / +11%, 256 rows +7% / +13%,
-      128 rows +6% / -1%, 64 rows -11% / 0%; d=128 at 512 rows +3% / -3% (2026-11-23)."""
+    """'mkl' or 'onednn'. auto: oneDNN where it was measured faster (bench/HISTORY.md), on AVX-512 CPUs
+    for models of d >= 256 whose products have at least ``min_rows`` rows: tokens per micro-batch in
+    training (``AUTO_MIN_TOKENS``), sentences x beam in beam search (``AUTO_MIN_DECODE_ROWS``)."""
     if choice not in CPU_GEMMS:
         raise ConfigError(f"cpu gemm {choice!r} is not one of {', '.join(CPU_GEMMS)}")
     if choice == "onednn" and not onednn_available():

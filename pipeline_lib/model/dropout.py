@@ -35,9 +35,7 @@ def keep_mask(shape: torch.Size, p: float, generator: torch.Generator, device: t
     """uint8 mask of 0/1, each element 1 with probability 1 - round(p * 65536) / 65536.
 
     uint8, not bool: on a CPU, torch writes a bool comparison and multiplies by a bool tensor in
-    scalar loops, 5-8x slower than the same ops on uint8 (2048 x 256: 266 vs 52 us for the
-    comparison, 437 vs 105 us for the product; 2026-11-23). A training step of the bench model
-    applies dropout 32 times per micro-batch, and its backward multiplies by the mask again."""
+    scalar loops, several times slower than the same ops on uint8 (bench/HISTORY.md)."""
     n = math.prod(shape)
     draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=device)
     draws.random_(-(1 << 63), None, generator=generator)  # all 64 bits (random_() leaves the sign 0)
