@@ -105,6 +105,17 @@ def newest_readable(save_dir: Path) -> tuple[dict[str, Any], Path] | None:
     )
 
 
+def remove_stale_temp_files(save_dir: Path) -> list[Path]:
+    """Delete the ``.<name>.tmp<pid>`` files a killed writer left in ``save_dir`` (at a run's start,
+    when nothing else writes there)."""
+    stale = [p for p in save_dir.glob(".*.tmp*") if re.search(r"\.tmp\d+$", p.name)]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        print(f"removed {len(stale)} stale temporary file(s) from {save_dir}", file=sys.stderr)
+    return stale
+
+
 def last_checkpoints(save_dir: str | os.PathLike[str], n: int, kind: str = "epoch") -> list[Path]:
     """The last ``n`` checkpoint{epoch}.pt (kind epoch) or checkpoint_{e}_{u}.pt (kind update) files."""
     if n <= 0:

@@ -75,12 +75,15 @@ def test_sigkill_mid_run_then_resume_is_bit_identical(setup, tmp_path: Path) -> 
     assert same_weights(save / "checkpoint_last.pt", reference / "checkpoint_last.pt")
 
 
-def test_sigterm_saves_exits_75_and_resumes(setup, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_saves_exits_75_and_resumes(setup, tmp_path: Path, sig: int) -> None:
+    """SLURM's TERM and a user's Ctrl-C both save after the current update; the rerun continues
+    exactly, and its log holds every update once."""
     bin_dir, reference = setup
     save = tmp_path / "preempted"
     proc = start(bin_dir, save)
     wait_for_update(proc, save, 5)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_PREEMPTED, err
     status = json.loads((save / "status.json").read_text())
@@ -90,7 +93,35 @@ def test_sigterm_saves_exits_75_and_resumes(setup, tmp_path: Path) -> None:
     assert main(train_args(bin_dir, save, *EXTRA)) == 0
     assert json.loads((save / "status.json").read_text())["status"] == "completed"
     assert losses(save) == losses(reference)
+    updates = [r["update"] for r in read_log(save)]
+    assert updates == sorted(set(updates)), "a resumed run repeated log records"
     assert same_weights(save / "checkpoint_last.pt", reference / "checkpoint_last.pt")
+
+
+def test_fresh_start_replaces_the_log_of_an_attempt_without_checkpoint(tmp_path: Path) -> None:
+    bin_dir = make_bin_dir(tmp_path)
+    save = tmp_path / "run"
+    save.mkdir()
+    stale = [{"kind": "start", "update": 0}, {"kind": "train", "update": 1, "loss": 99.0}]
+    (save / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stale))
+    (save / ".checkpoint_last.pt.tmp4242").write_bytes(b"half a checkpoint")
+    assert main(train_args(bin_dir, save, "--max-update", "4")) == 0
+    records = [json.loads(line) for line in (save / "train_log.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in records].count("start") == 1
+    assert 99.0 not in [r.get("loss") for r in records]
+    assert not list(save.glob(".*.tmp*")), "a killed writer's temporary file survived the restart"
+
+
+def test_fallback_takes_the_newest_checkpoint_by_training_position(tmp_path: Path, capsys) -> None:
+    bin_dir = make_bin_dir(tmp_path)
+    save = tmp_path / "run"
+    assert main(train_args(bin_dir, save, "--max-epoch", "3")) == 0
+    (save / "checkpoint_last.pt").write_bytes(b"damaged")
+    os.utime(save / "checkpoint1.pt")  # the oldest checkpoint now has the newest mtime
+    capsys.readouterr()
+    assert main(train_args(bin_dir, save, "--max-epoch", "4")) == 0
+    err = capsys.readouterr().err
+    assert "falling back to" in err and "checkpoint3.pt" in err, err
 
 
 def test_corrupt_checkpoint_errors_and_resume_falls_back(tmp_path: Path, capsys) -> None:

@@ -52,6 +52,13 @@ class JsonlLog:
         write_text(self.path, "".join(k + "\n" for k in kept))
         self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
+    def reset(self) -> None:
+        """A fresh start: records of an earlier attempt that left no checkpoint are dropped."""
+        if self._handle is None:
+            return
+        self._handle.close()
+        self._handle = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+
     def close(self) -> None:
         if self._handle is not None:
             self._handle.close()

@@ -31,17 +31,23 @@ class Outcome:
 
 
 class StopSignal:
-    """SIGTERM / SIGUSR1 set a flag; the loop checks it between updates (all ranks agree on it)."""
+    """SIGTERM / SIGUSR1 / SIGINT (Ctrl-C) set a flag; the loop checks it between updates (all ranks
+    agree on it), saves and exits 75. A second Ctrl-C stops at once, without saving."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
     def __init__(self) -> None:
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and self.received == signal.SIGINT:
+            raise KeyboardInterrupt
         self.received = signum
-        print(f"received {signal.Signals(signum).name}: saving after the current update", file=sys.stderr)
+        hint = " (Ctrl-C again to stop without saving)" if signum == signal.SIGINT else ""
+        print(
+            f"received {signal.Signals(signum).name}: saving after the current update{hint}", file=sys.stderr
+        )
 
     def __enter__(self) -> StopSignal:
         for sig in self.SIGNALS:

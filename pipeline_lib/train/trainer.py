@@ -34,6 +34,7 @@ from pipeline_lib.checkpoint import (
     newest_readable,
     prune_epochs,
     prune_intervals,
+    remove_stale_temp_files,
     save_checkpoint,
 )
 from pipeline_lib.cpu.onednn import resolve_cpu_gemm, set_cpu_gemm, uses_onednn
@@ -408,6 +409,8 @@ class Trainer:
             return Outcome(
                 "diverged", int(status.get("update", 0)), int(status.get("epoch", 0)), status.get("reason")
             )
+        if self.is_main:
+            remove_stale_temp_files(self.save_dir)
         self._barrier()  # nobody reads status.json after rank 0 rewrites it below
         train_data, valid_data = self._load_data()
         self.divergence.set_threshold(
@@ -432,6 +435,7 @@ class Trainer:
                 file=sys.stderr,
             )
         elif self.is_main:
+            self.log.reset()
             self.log.write({
                 "kind": "start", "update": 0, "model": self.model_cfg.to_dict(), "train": cfg.to_dict(),
                 "parameters": self.model.num_parameters(), "world_size": self.world,
