@@ -249,3 +249,29 @@ def test_bad_input_keeps_previous_result(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "sys.en:31" in proc.stderr
     assert out.read_text() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+@pytest.mark.parametrize("stage", ["score", "significance"])
+def test_empty_files_are_a_clear_error(tmp_path: Path, stage: str) -> None:
+    """Two empty files: rc 2, one line naming the reference, no traceback, nothing written."""
+    ref, hyp = tmp_path / "ref.en", tmp_path / "hyp.en"
+    ref.write_text("")
+    hyp.write_text("")
+    out = tmp_path / "o.json"
+    args = ["--hyp", str(hyp)] if stage == "score" else ["--baseline", f"a={hyp}", "--systems", f"b={hyp}"]
+    proc = _pipeline(stage, *args, "--ref", str(ref), "-o", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert f"{ref}: empty file" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_nul_byte_in_a_hypothesis_names_file_line_and_column(tmp_path: Path) -> None:
+    lines = read_segments(REF)
+    hyp = _write(tmp_path / "hyp.en", lines)
+    data = hyp.read_bytes().split(b"\n")
+    data[6] = data[6][:3] + b"\x00" + data[6][3:]
+    hyp.write_bytes(b"\n".join(data))
+    out = tmp_path / "o.json"
+    proc = _pipeline("score", "--hyp", str(hyp), "--ref", str(REF), "-o", str(out))
+    assert proc.returncode == 2 and f"{hyp}:7: NUL byte at column 4" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()

@@ -20,8 +20,9 @@ def read_segments(path: str | os.PathLike, *, allow_empty: bool = True) -> list[
 
     Lines are split on ``\\n`` only (not on U+2028 or a lone ``\\r``) so the line numbers agree with
     ``wc -l`` and with the sacrebleu CLI. Invalid UTF-8 raises :class:`InputError` with the 1-based
-    line number. ``allow_empty=False`` rejects empty lines (used for references: an empty
-    reference is almost always a misalignment).
+    line number, and so does a NUL byte (a binary or corrupt file, never text). ``allow_empty=False``
+    rejects empty lines and an empty file (used for references: an empty reference is almost always a
+    misalignment, and nothing can be scored against no segments).
     """
     path = Path(path)
     try:
@@ -32,7 +33,12 @@ def read_segments(path: str | os.PathLike, *, allow_empty: bool = True) -> list[
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()  # the final newline terminates the last line, it does not start a new one
     segments: list[str] = []
+    if not allow_empty and not raw_lines:
+        raise InputError(f"{path}: empty file, no segments to score against")
     for lineno, raw in enumerate(raw_lines, start=1):
+        nul = raw.find(b"\0")
+        if nul >= 0:
+            raise InputError(f"{path}:{lineno}: NUL byte at column {nul + 1} (not a text file?)")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
