@@ -34,6 +34,13 @@ def demo() -> Plan:
     return plan_of(DEMO)
 
 
+def test_schema_rejects_a_depth_with_zero_layers():
+    bad = copy.deepcopy(DEMO)
+    bad["stability_map"]["depths"] = ["6-6", "6-0"]
+    with pytest.raises(ConfigError, match=r"config key 'stability_map\.depths\.1'"):
+        validate_config(bad, SCHEMA)
+
+
 def test_schema_names_an_unknown_key_and_fills_defaults():
     bad = copy.deepcopy(DEMO)
     bad["recipes"]["demo"]["lerning_rate"] = 1
@@ -74,6 +81,8 @@ def test_a_listed_experiment_may_not_shadow_a_stability_run():
     (lambda c: c["recipes"]["demo"].update(keep_interval_updates=1), "recipes.demo.keep_interval_updates"),
     (lambda c: c["datasets"]["bible_enfr"].update(tgt="en"), "datasets.bible_enfr.tgt"),
     (lambda c: c["stability_map"].update(width="nope"), "stability_map.width"),
+    (lambda c: c["widths"]["d128"].update(heads=3), "widths.d128.heads"),
+    (lambda c: c["widths"].update(odd={"arch": "base", "d_model": 100}), "widths.odd.d_model"),
 ])  # fmt: skip
 def test_cross_references_name_the_key(mutate, key):
     cfg = copy.deepcopy(DEMO)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.config import PRESETS
 
 
 def fail(key: str, message: str) -> None:
@@ -15,6 +16,7 @@ def fail(key: str, message: str) -> None:
 
 def check_references(config: dict[str, Any], experiments: dict[str, dict[str, Any]]) -> None:
     _check_datasets(config["datasets"])
+    _check_widths(config["widths"])
     for name, exp in experiments.items():
         _check_experiment(config, name, exp)
     for name, bt in config["backtranslation"].items():
@@ -35,6 +37,16 @@ def _check_datasets(datasets: dict[str, dict[str, Any]]) -> None:
             fail(f"datasets.{name}.path", "required with source: local")
         if ds["src"] == ds["tgt"]:
             fail(f"datasets.{name}.tgt", "must differ from src")
+
+
+def _check_widths(widths: dict[str, dict[str, Any]]) -> None:
+    """The model's own shape checks, at parse time instead of when a job builds the model."""
+    for name, width in widths.items():
+        d_model, _, heads = PRESETS[width["arch"]]
+        d_model, heads = width.get("d_model", d_model), width.get("heads", heads)
+        if d_model % heads:
+            key = "heads" if "heads" in width else "d_model"
+            fail(f"widths.{name}.{key}", f"d_model {d_model} is not divisible by {heads} heads")
 
 
 def _check_experiment(config: dict[str, Any], name: str, exp: dict[str, Any]) -> None:
