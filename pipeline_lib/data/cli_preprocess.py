@@ -37,7 +37,7 @@ from tqdm import tqdm
 from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data import moses
 from pipeline_lib.data.chunk_map import default_workers, map_chunks
-from pipeline_lib.data.textio import read_lines, read_parallel
+from pipeline_lib.data.textio import read_lines, read_parallel, scan_lines
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -69,14 +69,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-aggressive", action="store_true", help="tokenize without -a")
     p.add_argument("--workers", type=int, default=default_workers())
     p.add_argument("--chunk-size", type=int, default=2000, help="lines per parallel work unit")
-
-
-def _scan(path: Path) -> int:
-    """Count lines and validate UTF-8 up front, so bad input fails before any work."""
-    n = 0
-    for _ in read_lines(path):
-        n += 1
-    return n
 
 
 def _pair_key(row: tuple[str, ...]) -> bytes:
@@ -131,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
         if mono.exists():
             plan.append(_Split("mono", [mono]))
     for sp in plan:
-        counts = [_scan(f) for f in sp.files]
+        scans = [scan_lines(f) for f in sp.files]  # bad input fails here, before any work
+        counts = [lines for lines, _ in scans]
+        sp.crlf = sum(crlf for _, crlf in scans)  # type: ignore[attr-defined]
         if len(counts) == 2 and counts[0] != counts[1]:
             short, long_ = (0, 1) if counts[0] < counts[1] else (1, 0)
             raise InputError(
@@ -140,6 +134,23 @@ def run(args: argparse.Namespace) -> int:
             )
         sp.total = counts[0]  # type: ignore[attr-defined]
 
+    created = not args.out_dir.exists()
+    try:
+        return _write(args, plan, langs, tok_cfg, clean_cfg)
+    except BaseException:
+        # A failed stage leaves no directory behind that could pass for its output.
+        if created and args.out_dir.is_dir() and not any(args.out_dir.iterdir()):
+            args.out_dir.rmdir()
+        raise
+
+
+def _write(
+    args: argparse.Namespace,
+    plan: list[_Split],
+    langs: tuple[str, str],
+    tok_cfg: moses.TokConfig,
+    clean_cfg: moses.CleanConfig,
+) -> int:
     stats: dict[str, dict] = {}
     with AtomicGroup() as group:
         for sp in plan:
@@ -206,6 +217,9 @@ def run(args: argparse.Namespace) -> int:
                 )
             dt = time.perf_counter() - t0
             stats[sp.name] = {"input": n_in, "kept": n_out, "removed": dict(sorted(reasons.items()))}
+            if sp.crlf:  # type: ignore[attr-defined]
+                # CRLF line ends are normalized to LF (the CR is never content); counted per split.
+                stats[sp.name]["crlf_normalized"] = sp.crlf  # type: ignore[attr-defined]
             log.info(
                 "%s: kept %d of %d lines (%s) in %.1fs",
                 sp.name,

@@ -18,22 +18,44 @@ from pipeline_lib.errors import InputError
 SPLITS = ("train", "valid", "test")
 
 
+def decode_line(path: Path, lineno: int, raw: bytes) -> str:
+    """One raw line as text without its line ending; invalid UTF-8 or a NUL byte is an InputError
+    naming the file, line and column."""
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise InputError(f"{path}:{lineno}: NUL byte at column {nul + 1} (not a text file?)")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+        ) from None
+    # Only "\n" separates sentences; a stray "\r" (CRLF files) is not content.
+    return line.rstrip("\n").rstrip("\r")
+
+
 def read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield the lines of a UTF-8 file without their newline; invalid UTF-8 raises
-    :class:`InputError` naming the file, line and byte offset within the line."""
+    """Yield the lines of a UTF-8 file without their newline (see :func:`decode_line`)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: file not found")
     with path.open("rb") as f:
         for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(
-                    f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-                ) from None
-            # Only "\n" separates sentences; a stray "\r" (CRLF files) is not content.
-            yield line.rstrip("\n").rstrip("\r")
+            yield decode_line(path, lineno, raw)
+
+
+def scan_lines(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """(lines, lines that ended in CRLF), validating every line as :func:`read_lines` does."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    lines = crlf = 0
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            decode_line(path, lineno, raw)
+            lines += 1
+            crlf += raw.endswith(b"\r\n") or raw.endswith(b"\r")
+    return lines, crlf
 
 
 def count_lines(path: str | os.PathLike[str]) -> int:
