@@ -71,6 +71,7 @@ def write_status(save_dir: Path, outcome: Outcome, extra: dict[str, Any]) -> Non
         "update": outcome.update,
         "epoch": outcome.epoch,
         "reason": outcome.reason,
+        "criterion": outcome.criterion,
     }
     record.update(extra)
     write_text(save_dir / STATUS_FILE, json.dumps(record, indent=2) + "\n")

@@ -24,6 +24,7 @@ class Outcome:
     update: int
     epoch: int
     reason: str | None = None
+    criterion: str | None = None  # which divergence criterion fired (train/divergence.py)
 
     @property
     def exit_code(self) -> int:

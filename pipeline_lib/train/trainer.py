@@ -49,7 +49,7 @@ from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
 from pipeline_lib.train.distributed_env import DistributedEnv
-from pipeline_lib.train.divergence import UNIGRAM, DivergenceMonitor
+from pipeline_lib.train.divergence import UNIGRAM, DivergenceMonitor, Verdict
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss, ppl
 from pipeline_lib.train.run_log import (
     LOG_FILE,
@@ -194,7 +194,7 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "rng": rng_state(),
             "iterator": {"epoch": self.epoch, "batch_index": self.batch_index},
-            "trainer": {"recent_nll": list(self.divergence.recent_nll), "world_size": self.world},
+            "trainer": {**self.divergence.state(), "world_size": self.world},
             "admin_profile": self.admin_profile.to_json() if self.admin_profile is not None else None,
             "status": "ok",
         }
@@ -248,7 +248,7 @@ class Trainer:
         self.schedule.load_state_dict(state["scheduler"])
         self.epoch = int(state["iterator"]["epoch"])
         self.batch_index = int(state["iterator"]["batch_index"])
-        self.divergence.restore(state.get("trainer", {}).get("recent_nll", []))
+        self.divergence.restore(state.get("trainer", {}))
         set_rng_state(state["rng"])
 
     # ----------------------------------------------------------------------------- collectives
@@ -494,15 +494,15 @@ class Trainer:
                 loss_sum, nll_sum, gnorm, stepped = self.train_step(local, total_tokens)
                 self.batch_index += len(chunk)
                 scale = self.scaler.get_scale() if cfg.amp == "fp16" else None
-                reason = self.divergence.check(
+                verdict = self.divergence.check(
                     self.num_updates,
                     loss_sum / total_tokens / LN2,
                     nll_sum / total_tokens / LN2,
                     gnorm,
                     scale,
                 )
-                if reason is not None:
-                    return self._diverged(reason, bar)
+                if verdict is not None:
+                    return self._diverged(verdict, bar)
                 if stepped:
                     self.num_updates += 1
                     self.schedule.step_update(self.num_updates)
@@ -533,16 +533,35 @@ class Trainer:
             self._validate_and_log(valid_data)
             self.save()
         self._barrier()
+        verdict = self.divergence.final_check()
+        if verdict is not None:
+            print(f"diverged: {verdict.reason}", file=sys.stderr)
+            self.log.write(
+                {
+                    "kind": "diverged",
+                    "update": self.num_updates,
+                    "epoch": self.epoch,
+                    "reason": verdict.reason,
+                }
+            )
+            return Outcome(
+                "diverged", self.num_updates, self._epoch_reached(), verdict.reason, verdict.criterion
+            )
         return Outcome("completed", self.num_updates, self._epoch_reached())
 
-    def _diverged(self, reason: str, bar: Any) -> Outcome:
+    def _diverged(self, verdict: Verdict, bar: Any) -> Outcome:
         if bar is not None:
             bar.close()
-        print(f"diverged at update {self.num_updates + 1}: {reason}", file=sys.stderr)
+        print(f"diverged at update {self.num_updates + 1}: {verdict.reason}", file=sys.stderr)
         self.log.write(
-            {"kind": "diverged", "update": self.num_updates + 1, "epoch": self.epoch, "reason": reason}
+            {
+                "kind": "diverged",
+                "update": self.num_updates + 1,
+                "epoch": self.epoch,
+                "reason": verdict.reason,
+            }
         )
-        return Outcome("diverged", self.num_updates + 1, self.epoch, reason)
+        return Outcome("diverged", self.num_updates + 1, self.epoch, verdict.reason, verdict.criterion)
 
     def _preempt(self, bar: Any) -> Outcome:
         if bar is not None:
