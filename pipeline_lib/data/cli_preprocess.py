@@ -124,8 +124,9 @@ def run(args: argparse.Namespace) -> int:
             plan.append(_Split("mono", [mono]))
     for sp in plan:
         scans = [scan_lines(f) for f in sp.files]  # bad input fails here, before any work
-        counts = [lines for lines, _ in scans]
-        sp.crlf = sum(crlf for _, crlf in scans)  # type: ignore[attr-defined]
+        counts = [lines for lines, _, _ in scans]
+        sp.crlf = sum(crlf for _, crlf, _ in scans)  # type: ignore[attr-defined]
+        sp.bom = sum(bom for _, _, bom in scans)  # type: ignore[attr-defined]
         if len(counts) == 2 and counts[0] != counts[1]:
             short, long_ = (0, 1) if counts[0] < counts[1] else (1, 0)
             raise InputError(
@@ -220,6 +221,8 @@ def _write(
             if sp.crlf:  # type: ignore[attr-defined]
                 # CRLF line ends are normalized to LF (the CR is never content); counted per split.
                 stats[sp.name]["crlf_normalized"] = sp.crlf  # type: ignore[attr-defined]
+            if sp.bom:  # type: ignore[attr-defined]
+                stats[sp.name]["bom_removed"] = sp.bom  # type: ignore[attr-defined]
             log.info(
                 "%s: kept %d of %d lines (%s) in %.1fs",
                 sp.name,

@@ -33,6 +33,10 @@ def read_segments(path: str | os.PathLike, *, allow_empty: bool = True) -> list[
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()  # the final newline terminates the last line, it does not start a new one
     segments: list[str] = []
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise InputError(
+            f"{path}:1: starts with a UTF-8 byte-order mark (not part of any segment); remove it"
+        )
     if not allow_empty and not raw_lines:
         raise InputError(f"{path}: empty file, no segments to score against")
     for lineno, raw in enumerate(raw_lines, start=1):
