@@ -124,6 +124,9 @@ def test_significance_sets_and_report_spec(demo: Plan):
     assert info["score"] == "results/experiments/demo_2L2L_preln_wide/test.score.json"
     assert info["width"] == "256D" and info["lr"] == 0.002
     assert len(spec["stability"]["runs"]) == len(demo.stability_runs)
+    cfg = copy.deepcopy(DEMO)
+    cfg["results"] = "out/enfr"
+    assert plan_of(cfg).report_spec()["tables_path"] == "out/enfr/tables.md"  # the header's rerun hint
     assert "results/plots/stability_map.png" in demo.all_targets()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
@@ -17,6 +18,15 @@ def regex(names: Iterable[str]) -> str:
     """Wildcard constraint matching exactly these names (a never-matching one when empty)."""
     names = list(names)
     return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
+
+
+def local_files(d: dict[str, Any]) -> list[str]:
+    """train.<src>/<tgt> (required), and every valid/test/mono file of a local dataset that exists."""
+    files = [f"{d['path']}/train.{d['src']}", f"{d['path']}/train.{d['tgt']}"]
+    optional = [
+        f"{d['path']}/{split}.{lang}" for split in ("valid", "test", "mono") for lang in (d["src"], d["tgt"])
+    ]
+    return files + [f for f in optional if Path(f).is_file()]
 
 
 class Plan:
@@ -114,13 +124,15 @@ class Plan:
         return d["path"] if d["source"] == "local" else self.data_dir(ds, "raw")
 
     def raw_marker(self, ds: str) -> list[str]:
-        """Files written last by the stage that produces the raw split files."""
+        """The raw split files, as rule inputs: the marker written last by the stage that produces
+        them, or, for a local dataset, every file of it that preprocess reads (so editing any split
+        reruns what depends on it)."""
         d = self.datasets[ds]
         if d["source"] in ("demo", "ding"):
             return [f"{self.data_dir(ds, 'raw')}/splits.json"]
         if d["source"] == "download":
             return [f"{self.data_dir(ds, 'raw')}/download.json"]
-        return [f"{d['path']}/train.{d['src']}", f"{d['path']}/train.{d['tgt']}"]
+        return local_files(d)
 
     def mono_raw(self, ds: str) -> str | None:
         d = self.datasets[ds]
@@ -245,6 +257,7 @@ class Plan:
             "tables": self.config["tables"],
             "significance": {t: self.significance_file(t) for t in self.significance},
             "alpha": self.evaluation["alpha"],
+            "tables_path": f"{self.results}/tables.md",
         }
         if self.stability:
             spec["stability"] = {

@@ -1,0 +1,46 @@
+"""A local corpus: every split file is an input of the rule that reads it, so editing the test
+reference reruns preprocessing (and everything after it) instead of scoring against a stale copy."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+TINY = REPO / "tests" / "data" / "workflow_tiny"
+
+
+def snakemake(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(run_dir),
+         "--configfile", "config.yaml", "--cores", "1", *args],
+        cwd=run_dir, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+
+
+def test_editing_a_local_test_file_reruns_preprocess(tmp_path: Path):
+    data = tmp_path / "corpus"
+    shutil.copytree(TINY, data)
+    cfg = yaml.safe_load((REPO / "tests" / "data" / "config.tiny.yaml").read_text())
+    cfg["datasets"]["tiny"]["path"] = str(data)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    target = "work/data/tiny/tok/meta.json"
+    done = snakemake(tmp_path, target)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    again = snakemake(tmp_path, "-n", target)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    ref = data / "test.fr"
+    os.utime(ref, None)  # as an edit does; let the mtime move past the output's
+    ref.write_text(ref.read_text().replace(" ", "  ", 1))
+    stamp = (tmp_path / target).stat().st_mtime + 5
+    os.utime(ref, (stamp, stamp))
+    planned = snakemake(tmp_path, "-n", target)
+    out = planned.stdout + planned.stderr
+    assert planned.returncode == 0 and "rule preprocess" in out and "test.fr" in out, out[-3000:]
