@@ -6,7 +6,11 @@
 # Stages are `python -m pipeline_lib <stage>`; the rules only wire files together.
 
 
-configfile: "config.yaml"
+# A --configfile replaces the demo default instead of merging over it, as the catalog workflows do:
+# a paper config is complete by itself and nothing of the demo enters its DAG.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"

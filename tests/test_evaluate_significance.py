@@ -153,3 +153,45 @@ def test_rejects_bad_settings_and_inputs(tmp_path: Path, systems: list[Path]) ->
     )
     assert proc.returncode == 2 and "short.en has 10 lines" in proc.stderr
     assert not out.exists()
+
+
+def test_tok_bleu_bootstrap_matches_sacrebleu_cli_on_tokenized_text(
+    tmp_path: Path, systems: list[Path]
+) -> None:
+    """--metrics tok_bleu: the systems and reference are tokenized (test treatment), compound-split, and
+    the bootstrap equals sacrebleu's --paired-bs on those files with tokenize none, smoothing none."""
+    from pipeline_lib.data.moses import tokenize_like_test_set
+    from pipeline_lib.evaluate.metrics import split_compounds
+
+    out = tmp_path / "sig.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline_lib", "significance", "--ref", str(REF), "--baseline", str(systems[0]),
+         "--systems", *map(str, systems[1:]), "-o", str(out), "--metrics", "tok_bleu", "--moses-lang", "en",
+         "--compound-split", "--n-samples", "200"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    tok_files = []
+    for path in [REF, *systems]:
+        lines = [split_compounds(t) for t in tokenize_like_test_set(read_segments(path), "en")]
+        tok = tmp_path / f"{path.name}.tok"
+        tok.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        tok_files.append(tok)
+    env = {**os.environ, "SACREBLEU_SEED": "12345"}
+    cli = json.loads(subprocess.run(
+        [sys.executable, "-m", "sacrebleu", str(tok_files[0]), "-i", *map(str, tok_files[1:]), "--paired-bs",
+         "--paired-bs-n", "200", "-m", "bleu", "--tokenize", "none", "--smooth-method", "none", "--force", "-f", "json"],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout)  # fmt: skip
+    block = json.loads(out.read_text())["vs_baseline"]["tok_bleu"]
+    for theirs, mine in zip(cli, [block["baseline"], *block["systems"]], strict=True):
+        assert mine["score"] == pytest.approx(theirs["BLEU"]["score"], abs=0.005)
+        if theirs["BLEU"]["p_value"] is not None:
+            assert mine["p_value"] == pytest.approx(theirs["BLEU"]["p_value"], abs=0.005)
+    assert "tok:none" in block["signature"]
+    rc = subprocess.run(
+        [sys.executable, "-m", "pipeline_lib", "significance", "--ref", str(REF), "--baseline", str(systems[0]),
+         "--systems", str(systems[1]), "-o", str(out), "--metrics", "tok_bleu"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert rc.returncode == 2 and "--moses-lang" in rc.stderr

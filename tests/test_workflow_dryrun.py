@@ -64,7 +64,8 @@ def expected_counts(cfg: dict) -> Counter:
             "prepare_demo": sum(d["source"] == "demo" for d in real),
             "prepare_ding": sum(d["source"] == "ding" for d in real),
             "download": sum(d["source"] == "download" for d in real),
-            "monolingual": sum("mono" in d and d["source"] != "local" for d in real),
+            "monolingual": sum(isinstance(d.get("mono"), str) and d["source"] != "local" for d in real),
+            "download_mono": sum(isinstance(d.get("mono"), dict) for d in real),
             "preprocess": len(real),
             "learn_bpe": len(real),
             "apply_bpe": len(real),
@@ -93,10 +94,34 @@ def expected_counts(cfg: dict) -> Counter:
 CONFIGS = [
     "config.yaml",
     "config.demo_bt.yaml",
-    "config.wmt14_en_fr.yaml",
-    "config.wmt14_en_de.yaml",
     "tests/data/config.tiny.yaml",
 ]
+PAPER_CONFIGS = ["config.wmt14_en_fr.yaml", "config.wmt14_en_de.yaml"]
+
+
+@pytest.mark.parametrize("config", PAPER_CONFIGS)
+def test_paper_config_dry_run_as_typed(config: str):
+    """The README's command, exactly as a user types it in the repo root: the paper config replaces
+    the demo default, so its DAG holds every job of the paper and nothing of the demo."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        ["snakemake", "-n", "all", "--configfile", config],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cfg = yaml.safe_load((REPO / config).read_text())
+    assert job_stats(proc.stdout) == expected_counts(cfg)
+    demo = yaml.safe_load((REPO / "config.yaml").read_text())
+    for name in [*demo["datasets"], *demo["experiments"]]:
+        assert f"={name}" not in proc.stdout and f"/{name}/" not in proc.stdout, name
+    # Training jobs carry the per-experiment job shape from the config.
+    exp = "enfr_60L12L_default" if "en_fr" in config else "ende_60L12L_default"
+    assert re.search(
+        rf"rule train:.*?wildcards: exp={exp}\n.*?resources: [^\n]*gpu=16, nodes=2, "
+        r"tasks_per_node=8, mpi=srun, [^\n]*runtime=10080",
+        proc.stdout,
+        re.S,
+    ), proc.stdout[:4000]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -105,7 +130,7 @@ def test_dry_run_builds_the_full_dag(config: str, tmp_path: Path):
     for ds in cfg["datasets"].values():  # files a user provides must exist for the DAG
         if ds["source"] == "local":
             ds["path"] = str(REPO / ds["path"])
-        if "mono" in ds:
+        if isinstance(ds.get("mono"), str):
             mono = tmp_path / ds["mono"]
             mono.parent.mkdir(parents=True, exist_ok=True)
             mono.write_text("une phrase\n")
@@ -114,14 +139,6 @@ def test_dry_run_builds_the_full_dag(config: str, tmp_path: Path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout)
     assert stats == expected_counts(cfg)
-    # Training jobs carry the per-experiment job shape from the config.
-    if config == "config.wmt14_en_fr.yaml":
-        assert re.search(
-            r"rule train:.*?wildcards: exp=enfr_60L12L_default\n.*?resources: [^\n]*gpu=16, nodes=2, "
-            r"tasks_per_node=8, mpi=srun, [^\n]*runtime=10080",
-            proc.stdout,
-            re.S,
-        ), proc.stdout[:4000]
     if config == "config.yaml":
         # Longest planned training first: the demo's 1,400-update 2L-2L-256D run, then the 12L-6L
         # runs, with the short stability-map runs last; Admin profiling takes its training's rank.
@@ -203,3 +220,35 @@ def test_snakefmt_check():
         timeout=60,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("config", PAPER_CONFIGS)
+def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
+    """`python -m pipeline_lib plan` (the README's plan tables): jobs per rule are the dry run's, and
+    the training GPU-hours equal gpu x runtime summed over the config's experiments."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline_lib", "plan", "--configfile", config],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {}
+    for line in proc.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[1].strip("*").isdigit():
+            rows[cells[0].strip("*")] = (
+                int(cells[1].strip("*")),
+                float(cells[3].strip("*").replace(",", "")),
+            )
+    cfg = yaml.safe_load((REPO / config).read_text())
+    expected = expected_counts(cfg)
+    for rule, (jobs, _) in rows.items():
+        if rule != "total":
+            assert jobs == expected[rule], rule
+    default = cfg["resources"]["train"]
+    gpu_hours = 0.0
+    for exp in cfg["experiments"].values():
+        res = {**default, **exp.get("resources", {}).get("train", {})}
+        gpu_hours += res["gpu"] * res["runtime"] / 60
+    trained = rows["train"][1] + rows.get("train_backtranslation", (0, 0.0))[1]
+    assert trained == pytest.approx(gpu_hours, abs=1)

@@ -251,3 +251,75 @@ def test_every_decoding_key_is_a_translate_flag():
     for key, value in sample.items():
         assert getattr(args, key) == value, key
     assert _search_config(args).sampling_topk == 10
+
+
+ENFR = yaml.safe_load((REPO / "config.wmt14_en_fr.yaml").read_text())
+SMOKE = yaml.safe_load((REPO / "config.smoke.yaml").read_text())
+
+
+def test_smoke_shrinks_sizes_and_keeps_the_dag():
+    plan = plan_of({**ENFR, **SMOKE})
+    real = plan_of(ENFR)
+    assert plan.workdir == "work/smoke" and plan.results == "results/wmt14_en_fr/smoke"
+    assert set(plan.experiments) == set(real.experiments)
+    for name, exp in plan.experiments.items():
+        assert (exp["encoder_layers"], exp["decoder_layers"]) == (
+            real.experiments[name]["encoder_layers"],
+            real.experiments[name]["decoder_layers"],
+        )
+        assert plan.width(name)["d_model"] == SMOKE["smoke"]["d_model"]
+        rec = plan.recipe(name)
+        assert rec["max_epoch"] == 2 and rec["update_freq"] == 1 and rec["warmup_updates"] == 10
+        assert rec["average_last"] == 2 and rec["amp"] == real.recipe(name)["amp"]  # gpu: true keeps AMP
+    assert plan.resources("enfr_60L12L_admin", "train")["gpu"] == 16  # GPU shape kept for the cluster
+    ds = plan.datasets["wmt14_en_fr"]
+    assert ds["mono"]["max_lines"] == 2000 and ds["subword"]["merges"] == 1000
+    assert ds["preprocess"]["max_train_lines"] == 20000
+    assert ENFR["widths"]["base"] == {"arch": "base"}  # the loaded config itself is untouched
+    cpu = plan_of({**ENFR, "smoke": {**SMOKE["smoke"], "gpu": False}})
+    assert cpu.resources("enfr_60L12L_admin", "train") == {"gpu": 0, "runtime": 10080, "mem_mb": 256000}
+    assert cpu.recipe("enfr_6L6L_admin")["amp"] == "none"
+    assert "--max-train-lines 20000" in Commands(cpu).preprocess("wmt14_en_fr", 1)
+
+
+def test_news_crawl_recipe_is_a_download_job_and_checked_against_the_dataset():
+    plan = plan_of(ENFR)
+    assert plan.mono_dataset_names("download") == ["wmt14_en_fr"] and plan.mono_dataset_names("copy") == []
+    args = shlex.split(Commands(plan).download_mono("wmt14_en_fr", "work/x/mono.fr"))
+    assert args[:2] == ["--mono-recipe", "news-crawl-fr"] and "--max-lines" in args
+    wrong = copy.deepcopy(ENFR)
+    wrong["datasets"]["wmt14_en_fr"]["mono"] = {"recipe": "news-crawl-de"}
+    with pytest.raises(ConfigError, match=r"datasets\.wmt14_en_fr\.mono\.recipe.*target is fr"):
+        plan_of(wrong)
+    local = copy.deepcopy(DEMO)
+    ds = next(iter(local["datasets"].values()))
+    ds.update(source="local", path="x", mono={"recipe": "news-crawl-fr"})
+    with pytest.raises(ConfigError, match=r"mono.*local dataset"):
+        plan_of(local)
+
+
+def test_mirror_reaches_every_download_command():
+    cfg = {**ENFR, "download": {"mirror": "http://127.0.0.1:8/m", "checksums": "/x/SHA256SUMS"}}
+    cmd = Commands(plan_of(cfg))
+    for line in (cmd.download("wmt14_en_fr", "m.json"), cmd.download_mono("wmt14_en_fr", "o")):
+        assert "--mirror http://127.0.0.1:8/m --checksums /x/SHA256SUMS" in line
+    bad = {**ENFR, "download": {"mirror": "ftp://x"}}
+    with pytest.raises(ConfigError, match=r"download\.mirror"):
+        plan_of(bad)
+
+
+def test_tables_name_their_significance_metric():
+    plan = plan_of(ENFR)
+    assert plan.significance_metric("table1") == "tok_bleu"
+    assert plan.significance_metric("table3") == "tok_bleu"
+    assert plan.significance_metric("backtranslation") == "bleu"
+    args = Commands(plan).significance("table3")
+    assert "--metrics tok_bleu" in args and "--moses-lang fr" in args and "--ref-tok" in args
+
+
+def test_the_reverse_model_trains_before_the_runs_that_wait_for_it():
+    plan = plan_of(ENFR)
+    rev = plan.train_priority("fren_6L6L_big_rev")
+    for name in ("enfr_60L12L_admin_bt", "enfr_36L12L_768_admin_bt"):
+        assert rev > plan.train_priority(name)
+    assert plan.train_priority("enfr_6L6L_admin") < plan.train_priority("enfr_60L12L_admin")

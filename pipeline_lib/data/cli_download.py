@@ -9,74 +9,38 @@ Recipe use (the corpora of fairseq's ``prepare-wmt14en2fr.sh`` / ``prepare-wmt14
 
     python -m pipeline_lib download --recipe wmt14-en-fr --out-dir work/wmt14_en_fr
 
-downloads the archives into ``{out}/orig``, extracts them, concatenates the training corpora
-into ``{out}/raw/train.{en,fr}`` and fetches the official test (and, for En-De, dev) sets
-through sacrebleu into ``{out}/raw/test.*`` / ``{out}/raw/valid.*``. En-Fr has no dev set in the
-recipe: ``preprocess --valid-every 1333`` carves it from train as fairseq does. statmt.org
-publishes no checksums, so recipe downloads are verified by size/completeness only; the
-sha256 of every file is written to ``{out}/orig/manifest.json`` for later pinning.
+downloads the archives into ``{out}/orig``, verifies each against the sha256 and size pinned in
+:mod:`pipeline_lib.data.recipes`, extracts them, concatenates the training corpora into
+``{out}/raw/train.{en,fr}`` and fetches the official test (and, for En-De, dev) sets from sacrebleu's
+table, verified by sacrebleu's md5, into ``{out}/raw/test.*`` / ``{out}/raw/valid.*``. En-Fr has no
+dev set in the recipe: ``preprocess --valid-every 1333`` carves it from train as fairseq does.
+``{out}/orig/manifest.json`` records every file's URL, size, sha256 (and md5 for sacrebleu's).
+
+Monolingual use (News Crawl for back-translation)::
+
+    python -m pipeline_lib download --mono-recipe news-crawl-fr --out-dir work/x/orig_mono \
+        --output work/x/raw/mono.fr [--max-lines 21800000]
+
+Smoke tests and institutional mirrors: ``--mirror BASE`` fetches every file (sacrebleu's included)
+from ``BASE/<path of the original URL>``; ``--checksums FILE`` (``sha256sum`` format, paths as on
+the mirror) replaces the pins for the files it lists.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline_lib.atomic import AtomicGroup, write_bytes, write_text
-from pipeline_lib.data.download import extract, fetch, sha256_file
-from pipeline_lib.data.textio import count_lines, read_lines
+from pipeline_lib.atomic import AtomicGroup, atomic_open, write_bytes, write_text
+from pipeline_lib.data.download import DownloadError, extract, fetch, file_digest, sha256_file
+from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, Archive, Source
+from pipeline_lib.data.textio import count_lines, decode_line, read_lines
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Recipe:
-    src: str
-    tgt: str
-    urls: tuple[str, ...]
-    corpora: tuple[str, ...]  # path stems inside the extracted archives; files are {stem}.{lang}
-    test: tuple[str, str]  # sacrebleu test set, language pair
-    dev: tuple[str, str] | None
-
-
-RECIPES: dict[str, Recipe] = {
-    "wmt14-en-fr": Recipe(
-        src="en",
-        tgt="fr",
-        urls=(
-            "http://statmt.org/wmt13/training-parallel-europarl-v7.tgz",
-            "http://statmt.org/wmt13/training-parallel-commoncrawl.tgz",
-            "http://statmt.org/wmt13/training-parallel-un.tgz",
-            "http://statmt.org/wmt14/training-parallel-nc-v9.tgz",
-            "http://statmt.org/wmt10/training-giga-fren.tar",
-        ),
-        corpora=(
-            "training/europarl-v7.fr-en",
-            "commoncrawl.fr-en",
-            "un/undoc.2000.fr-en",
-            "training/news-commentary-v9.fr-en",
-            "giga-fren.release2.fixed",
-        ),
-        test=("wmt14/full", "en-fr"),
-        dev=None,
-    ),
-    "wmt14-en-de": Recipe(
-        src="en",
-        tgt="de",
-        urls=(
-            "http://statmt.org/wmt13/training-parallel-europarl-v7.tgz",
-            "http://statmt.org/wmt13/training-parallel-commoncrawl.tgz",
-            "http://statmt.org/wmt14/training-parallel-nc-v9.tgz",
-        ),
-        corpora=("training/europarl-v7.de-en", "commoncrawl.de-en", "training/news-commentary-v9.de-en"),
-        test=("wmt14/full", "en-de"),
-        dev=("wmt13", "en-de"),
-    ),
-}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,7 +49,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sha256", action="append", default=[], help="expected sha256, one per --url")
     p.add_argument("--size", action="append", type=int, default=[], help="expected bytes, one per --url")
     p.add_argument("--extract", action="store_true", help="extract .tgz/.tar/.gz/.sgm after download")
-    p.add_argument("--recipe", choices=sorted(RECIPES), default=None)
+    p.add_argument("--recipe", choices=sorted(RECIPES), default=None, help="parallel corpus recipe")
+    p.add_argument("--mono-recipe", choices=sorted(MONO_RECIPES), default=None, help="monolingual recipe")
+    p.add_argument("--output", type=Path, help="with --mono-recipe: the text file to write")
+    p.add_argument("--max-lines", type=int, default=None, help="with --mono-recipe: keep the first N lines")
+    p.add_argument("--mirror", default=None, help="fetch every file from BASE/<original URL path>")
+    p.add_argument(
+        "--checksums", type=Path, default=None, help="sha256sum-format pins replacing the recipe's (mirror)"
+    )
     p.add_argument(
         "--manifest-copy",
         type=Path,
@@ -103,26 +74,52 @@ def _per_url(values: list, urls: list[str], flag: str) -> list:
     return values or [None] * len(urls)
 
 
-def _fetch_all(args: argparse.Namespace, urls: list[str], orig: Path) -> list[Path]:
+class Manifest:
+    """``manifest.json`` beside the downloads: what was fetched from where, with its checksums."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries = json.loads(path.read_text()) if path.is_file() else {}
+
+    def add(self, name: str, entry: dict) -> None:
+        self.entries[name] = entry
+        write_text(self.path, json.dumps(self.entries, indent=2) + "\n")
+
+
+def _fetch_archive(
+    args: argparse.Namespace, source: Source, archive: Archive, orig: Path, manifest: Manifest
+) -> Path:
+    sha = source.sha256(archive)
+    if sha is None:
+        log.warning("%s: unpinned (%s)", archive.url, archive.why_unpinned)
+    url = source.url(archive.url)
+    path = fetch(url, orig / archive.name, sha256=sha, size=source.size(archive), **_net(args))
+    manifest.add(
+        archive.name,
+        {
+            "url": url,
+            "bytes": path.stat().st_size,
+            "sha256": sha or sha256_file(path),
+            "pinned": sha is not None,
+        },
+    )
+    return path
+
+
+def _net(args: argparse.Namespace) -> dict:
+    return {"retries": args.retries, "backoff": args.backoff, "timeout": args.timeout}
+
+
+def _fetch_urls(args: argparse.Namespace, urls: list[str], orig: Path) -> list[Path]:
     shas = _per_url(args.sha256, urls, "--sha256")
     sizes = _per_url(args.size, urls, "--size")
+    manifest = Manifest(orig / "manifest.json")
     paths = []
-    manifest_path = orig / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     for url, sha, size in zip(urls, shas, sizes, strict=True):
         name = url.rstrip("/").rsplit("/", 1)[-1] or "download"
-        path = fetch(
-            url,
-            orig / name,
-            sha256=sha,
-            size=size,
-            retries=args.retries,
-            backoff=args.backoff,
-            timeout=args.timeout,
-        )
-        manifest[name] = {"url": url, "bytes": path.stat().st_size, "sha256": sha or sha256_file(path)}
+        path = fetch(url, orig / name, sha256=sha, size=size, **_net(args))
+        manifest.add(name, {"url": url, "bytes": path.stat().st_size, "sha256": sha or sha256_file(path)})
         paths.append(path)
-    write_text(manifest_path, json.dumps(manifest, indent=2) + "\n")
     return paths
 
 
@@ -134,38 +131,67 @@ def _find(root: Path, stem: str, lang: str) -> Path:
     raise InputError(f"{root}: no {stem}.{lang} in the extracted archives")
 
 
-def _sacrebleu_set(test_set: str, langpair: str, src: str, tgt: str) -> tuple[Path, Path]:
-    from sacrebleu.utils import get_reference_files, get_source_file
+def _sacrebleu_set(
+    args: argparse.Namespace, source: Source, spec: tuple[str, str], manifest: Manifest
+) -> tuple[Path, Path]:
+    """A sacrebleu test set, its tarball fetched by :func:`fetch` (mirror, retries) into sacrebleu's
+    cache and checked against sacrebleu's md5 (or the mirror's sha256) before sacrebleu reads it."""
+    from sacrebleu.dataset import DATASETS
+    from sacrebleu.utils import extract_tarball
 
+    test_set, langpair = spec
+    dataset = DATASETS[test_set]
+    md5s = dataset.md5 or [None] * len(dataset.data)
+    for url, md5 in zip(dataset.data, md5s, strict=True):
+        tarball = Path(dataset._rawdir) / dataset._get_tarball_filename(url)
+        sha = source.pinned(url)
+        fetched = source.url(url)
+        if not tarball.is_file() or tarball.stat().st_size == 0:
+            fetch(fetched, tarball, sha256=sha, **_net(args))
+            got = file_digest(tarball, "md5")
+            if sha is None and md5 is not None and got != md5:
+                tarball.unlink()
+                raise DownloadError(
+                    f"{fetched}: md5 mismatch, expected {md5} (sacrebleu), got {got}; file removed"
+                )
+            extract_tarball(str(tarball), dataset._rawdir)
+        manifest.add(
+            tarball.name,
+            {
+                "url": fetched,
+                "bytes": tarball.stat().st_size,
+                "sha256": sha256_file(tarball),
+                "md5": file_digest(tarball, "md5"),
+                "md5_sacrebleu": md5,
+                "verified_by": "mirror sha256" if sha else "sacrebleu md5",
+            },
+        )
     try:
-        src_file = get_source_file(test_set, langpair)
-        ref_file = get_reference_files(test_set, langpair)[0]
-    except Exception as exc:  # sacrebleu exits or raises on network errors
-        raise InputError(f"sacrebleu could not fetch {test_set} {langpair}: {exc}") from exc
-    except SystemExit as exc:
-        raise InputError(f"sacrebleu could not fetch {test_set} {langpair} (exit {exc.code})") from None
-    # sacrebleu names files by its own pair order; source is always the --recipe source side.
-    return Path(src_file), Path(ref_file)
+        return Path(dataset.get_source_file(langpair)), Path(dataset.get_reference_files(langpair)[0])
+    except Exception as exc:
+        raise InputError(f"sacrebleu could not read {test_set} {langpair}: {exc}") from exc
+    except SystemExit as exc:  # sacrebleu exits on some errors
+        raise InputError(f"sacrebleu could not read {test_set} {langpair} (exit {exc.code})") from None
 
 
-def _run_recipe(args: argparse.Namespace) -> None:
+def _run_recipe(args: argparse.Namespace, source: Source) -> None:
     recipe = RECIPES[args.recipe]
     orig = args.out_dir / "orig"
-    archives = _fetch_all(args, list(recipe.urls), orig)
+    manifest = Manifest(orig / "manifest.json")
+    archives = [_fetch_archive(args, source, a, orig, manifest) for a in recipe.archives]
     ext = orig / "extracted"
     for a in archives:
         extract(a, ext)
     raw = args.out_dir / "raw"
+    sets = {"test": recipe.test, "valid": recipe.dev}
+    eval_files = {split: _sacrebleu_set(args, source, spec, manifest) for split, spec in sets.items() if spec}
     with AtomicGroup() as group:
         for lang in (recipe.src, recipe.tgt):
             with group.tmp_for(raw / f"train.{lang}").open("w", encoding="utf-8", newline="\n") as out:
                 for stem in recipe.corpora:
                     for line in read_lines(_find(ext, stem, lang)):
                         out.write(line + "\n")
-        for split, spec in (("test", recipe.test), ("valid", recipe.dev)):
-            if spec is None:
-                continue
-            src_file, ref_file = _sacrebleu_set(*spec, recipe.src, recipe.tgt)
+        for split, (src_file, ref_file) in eval_files.items():
             for lang, f in ((recipe.src, src_file), (recipe.tgt, ref_file)):
                 with group.tmp_for(raw / f"{split}.{lang}").open("w", encoding="utf-8", newline="\n") as out:
                     for line in read_lines(f):
@@ -176,20 +202,57 @@ def _run_recipe(args: argparse.Namespace) -> None:
     log.info("%s: %d training pairs in %s", args.recipe, n_src, raw)
 
 
+def _run_mono_recipe(args: argparse.Namespace, source: Source) -> None:
+    """Concatenate the recipe's gzipped yearly files (streamed, never unpacked) up to --max-lines."""
+    if args.output is None:
+        raise ConfigError("--mono-recipe needs --output")
+    if args.max_lines is not None and args.max_lines < 1:
+        raise ConfigError(f"--max-lines must be >= 1, got {args.max_lines}")
+    recipe = MONO_RECIPES[args.mono_recipe]
+    manifest = Manifest(args.out_dir / "manifest.json")
+    written = 0
+    with atomic_open(args.output) as out:
+        for archive in recipe.archives:
+            if args.max_lines is not None and written >= args.max_lines:
+                break
+            path = _fetch_archive(args, source, archive, args.out_dir, manifest)
+            try:
+                with gzip.open(path, "rb") as f:
+                    for lineno, raw in enumerate(f, 1):
+                        if args.max_lines is not None and written >= args.max_lines:
+                            break
+                        out.write(decode_line(path, lineno, raw) + "\n")
+                        written += 1
+            except (OSError, EOFError) as exc:
+                raise InputError(f"{path}: cannot gunzip ({exc})") from exc
+    log.info(
+        "%s: %d lines of %s -> %s (source: %s)",
+        args.mono_recipe,
+        written,
+        recipe.lang,
+        args.output,
+        recipe.source,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.retries < 0:
         raise ConfigError(f"--retries must be >= 0, got {args.retries}")
+    if sum(bool(x) for x in (args.recipe, args.mono_recipe, args.url)) > 1:
+        raise ConfigError("--recipe, --mono-recipe and --url are exclusive")
+    source = Source(args.mirror, args.checksums)
     if args.recipe:
-        if args.url:
-            raise ConfigError("--recipe and --url are exclusive")
-        _run_recipe(args)
+        _run_recipe(args, source)
         if args.manifest_copy:
             write_bytes(args.manifest_copy, (args.out_dir / "orig" / "manifest.json").read_bytes())
         return 0
+    if args.mono_recipe:
+        _run_mono_recipe(args, source)
+        return 0
     if not args.url:
-        raise ConfigError("give --url (repeatable) or --recipe")
-    for path in _fetch_all(args, args.url, args.out_dir):
+        raise ConfigError("give --url (repeatable), --recipe or --mono-recipe")
+    for path in _fetch_urls(args, args.url, args.out_dir):
         if args.extract:
             log.info("extracted %s", extract(path, args.out_dir))
     return 0

@@ -5,9 +5,11 @@ Usage::
     python -m pipeline_lib preprocess --in-dir work/demo/raw --out-dir work/demo/tok \\
         --src en --tgt fr [--ratio 1.5 --min-len 1 --max-len 250] [--dedup] [--workers N]
 
-What happens to each split follows fairseq's ``prepare-wmt14en2fr.sh``: every split is
-normalized, stripped of non-printing characters and tokenized with ``-a``; ``train`` and
-``valid`` are then cleaned like ``clean-corpus-n.perl -ratio 1.5 ... 1 250``; ``test`` is never
+What happens to each split follows fairseq's ``prepare-wmt14en2fr.sh``: train and valid are
+normalized, stripped of non-printing characters and tokenized with ``-a``; test, as the scripts'
+test branch does it, only gets ``sed "s/’/'/g"`` and ``-a`` tokenization (no normalization, so the
+tokenized reference is the one the papers' tokenized BLEU was computed on; ``--normalize-test``
+treats test like train). ``train`` and ``valid`` are then cleaned like ``clean-corpus-n.perl -ratio 1.5 ... 1 250``; ``test`` is never
 cleaned (its lines must stay aligned with the reference). ``--valid-every 1333`` carves the
 valid split out of train (every 1333rd line) when the corpus ships no dev set.
 A ``mono.{tgt}`` (or ``mono.{src}``) file, if present, is tokenized and length-cleaned on
@@ -30,6 +32,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -62,10 +65,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dedup", action="store_true", help="drop repeated (source, target) pairs in cleaned splits"
     )
     p.add_argument("--valid-every", type=int, default=0, help="carve valid from every N-th train line")
+    p.add_argument("--max-train-lines", type=int, default=None, help="keep only the first N training pairs")
     p.add_argument(
         "--no-tokenize", action="store_true", help="normalize only (for SentencePiece on raw text)"
     )
     p.add_argument("--no-normalize", action="store_true", help="skip normalize-punctuation")
+    p.add_argument(
+        "--normalize-test",
+        action="store_true",
+        help="normalize test like train (default: fairseq's test branch, sed s/’/'/g + tokenizer -a only)",
+    )
     p.add_argument("--no-aggressive", action="store_true", help="tokenize without -a")
     p.add_argument("--workers", type=int, default=default_workers())
     p.add_argument("--chunk-size", type=int, default=2000, help="lines per parallel work unit")
@@ -78,14 +87,20 @@ def _pair_key(row: tuple[str, ...]) -> bytes:
 class _Split:
     """Where the rows of one split come from (maybe a slice of train)."""
 
-    def __init__(self, name: str, files: list[Path], every: int = 0, take: bool = True) -> None:
-        self.name, self.files, self.every, self.take = name, files, every, take
+    def __init__(
+        self, name: str, files: list[Path], every: int = 0, take: bool = True, limit: int | None = None
+    ) -> None:
+        self.name, self.files, self.every, self.take, self.limit = name, files, every, take, limit
 
     def rows(self) -> Iterator[tuple[str, ...]]:
         it = read_parallel(*self.files) if len(self.files) == 2 else ((s,) for s in read_lines(self.files[0]))
+        kept = 0
         for i, row in enumerate(it, 1):
             if self.every and (i % self.every == 0) != self.take:
                 continue
+            if self.limit is not None and kept >= self.limit:
+                return
+            kept += 1
             yield row
 
 
@@ -99,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    if args.max_train_lines is not None and args.max_train_lines < 1:
+        raise ConfigError(f"--max-train-lines must be >= 1, got {args.max_train_lines}")
     if args.chunk_size < 1:
         raise ConfigError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     if args.src == args.tgt:
@@ -114,10 +131,11 @@ def run(args: argparse.Namespace) -> int:
             train = [in_dir / f"train.{lang}" for lang in langs]
             plan.append(_Split("valid", train, args.valid_every, take=True))
             continue
+        limit = args.max_train_lines if split == "train" else None
         if split == "train" and args.valid_every and not (in_dir / f"valid.{args.src}").exists():
-            plan.append(_Split("train", files, args.valid_every, take=False))
+            plan.append(_Split("train", files, args.valid_every, take=False, limit=limit))
             continue
-        plan.append(_Split(split, files))
+        plan.append(_Split(split, files, limit=limit))
     for lang in langs:
         mono = in_dir / f"mono.{lang}"
         if mono.exists():
@@ -133,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{sp.files[long_]}:{counts[short] + 1}: line-count mismatch, {sp.files[long_]} has "
                 f"{counts[long_]} lines but {sp.files[short]} has {counts[short]}"
             )
-        sp.total = counts[0]  # type: ignore[attr-defined]
+        sp.total = counts[0] if sp.limit is None else min(counts[0], sp.limit)  # type: ignore[attr-defined]
 
     created = not args.out_dir.exists()
     try:
@@ -143,6 +161,13 @@ def run(args: argparse.Namespace) -> int:
         if created and args.out_dir.is_dir() and not any(args.out_dir.iterdir()):
             args.out_dir.rmdir()
         raise
+
+
+def _tok_config(split: str, tok_cfg: moses.TokConfig, normalize_test: bool) -> moses.TokConfig:
+    """Test sets of the Moses path get the fairseq scripts' test treatment (see module docstring)."""
+    if split != "test" or normalize_test or not tok_cfg.tokenize:
+        return tok_cfg
+    return replace(moses.FAIRSEQ_TEST, aggressive_dash_splits=tok_cfg.aggressive_dash_splits)
 
 
 def _write(
@@ -158,6 +183,7 @@ def _write(
             is_mono = len(sp.files) == 1
             out_langs = (sp.files[0].suffix[1:],) if is_mono else langs
             cleaned = is_mono or sp.name in args.clean_splits
+            split_cfg = _tok_config(sp.name, tok_cfg, args.normalize_test)
             tmp_paths = [group.tmp_for(args.out_dir / f"{sp.name}.{lang}") for lang in out_langs]
             # Evaluation splits also keep the original text of the surviving pairs: the references
             # that scoring needs once cleaning has dropped lines (or carved valid out of train).
@@ -182,7 +208,7 @@ def _write(
                     workers=args.workers,
                     chunk_size=args.chunk_size,
                     initializer=moses.init_worker,
-                    initargs=(out_langs, tok_cfg, clean_cfg if cleaned else None),
+                    initargs=(out_langs, split_cfg, clean_cfg if cleaned else None),
                 )
                 for rows, chunk_stats in results:
                     reasons.update(chunk_stats)
@@ -238,6 +264,7 @@ def _write(
             "moses_tokenized": tok_cfg.tokenize,
             "aggressive_dash_splits": tok_cfg.aggressive_dash_splits and tok_cfg.tokenize,
             "normalized": tok_cfg.normalize,
+            "test_normalized": _tok_config("test", tok_cfg, args.normalize_test).normalize,
             "clean": {
                 "splits": list(args.clean_splits),
                 "ratio": clean_cfg.ratio,

@@ -36,12 +36,16 @@ class DownloadError(InputError):
     """A source could not be fetched or failed verification; the message names the URL."""
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
+def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    return file_digest(path, "sha256")
 
 
 def _transfer(url: str, part: Path, timeout: float) -> None:

@@ -6,6 +6,10 @@ Per line, as fairseq's WMT'14 prepare scripts do with the Moses perl scripts:
 We call sacremoses for all three (its ``remove_control_chars`` deletes ``\\p{C}`` where the perl
 script writes a space; tokenization then collapses the space anyway in nearly every case).
 
+Test sets follow the same scripts' test branch instead: ``sed "s/’/'/g"`` then ``tokenizer.perl -a``,
+with no punctuation normalization and no non-printing removal (:data:`FAIRSEQ_TEST`), so « » and
+typographic quotes in a reference survive into the tokenized reference that tokenized BLEU reads.
+
 Cleaning follows ``clean-corpus-n.perl``: a pair is dropped when either side has fewer than
 ``min_len`` or more than ``max_len`` tokens, or when one side is more than ``ratio`` times
 longer than the other. Lines with more than ``hard_limit`` whitespace tokens *before*
@@ -46,6 +50,11 @@ class TokConfig:
     tokenize: bool = True
     aggressive_dash_splits: bool = True
     escape: bool = True
+    straighten_apostrophes: bool = False  # the test branch's sed "s/’/'/g"
+
+
+# fairseq prepare-wmt14en2{fr,de}.sh, test branch: sed "s/’/'/g" | tokenizer.perl -a -l L
+FAIRSEQ_TEST = TokConfig(normalize=False, remove_non_printing=False, straighten_apostrophes=True)
 
 
 class LinePreprocessor:
@@ -57,6 +66,8 @@ class LinePreprocessor:
         self.tok = MosesTokenizer(lang=lang)
 
     def __call__(self, line: str) -> str:
+        if self.cfg.straighten_apostrophes:
+            line = line.replace("\u2019", "'")
         if self.cfg.normalize or self.cfg.remove_non_printing:
             line = self.norm.normalize(line) if self.cfg.normalize else self.norm.remove_control_chars(line)
         if self.cfg.tokenize:
@@ -67,6 +78,12 @@ class LinePreprocessor:
                 return_str=True,
             )
         return " ".join(line.split())
+
+
+def tokenize_like_test_set(lines: list[str], lang: str) -> list[str]:
+    """Tokenize text (a reference, or a detokenized hypothesis) as the fairseq scripts tokenize test."""
+    pre = LinePreprocessor(lang, FAIRSEQ_TEST)
+    return [pre(line) for line in lines]
 
 
 def clean_reason(n_src: int, n_tgt: int, cfg: CleanConfig) -> str | None:

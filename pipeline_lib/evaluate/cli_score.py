@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_json
+from pipeline_lib.data.moses import tokenize_like_test_set
 from pipeline_lib.diverged import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import metrics as M
@@ -35,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tok.add_argument("--ref-tok", help="Moses-tokenized reference")
     tok.add_argument(
         "--moses-lang",
-        help="Moses-tokenize (sacremoses, tokenizer.perl -a) whichever of --hyp-tok/--ref-tok is missing "
-        "from the detokenized file, with this language code",
+        help="tokenize whichever of --hyp-tok/--ref-tok is missing from the detokenized file as fairseq's "
+        "prepare-wmt14 scripts tokenize test (sed s/’/'/g, tokenizer.perl -a; no normalization)",
     )
     tok.add_argument(
         "--compound-split",
@@ -51,16 +52,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _moses_tokenize(lines: list[str], lang: str) -> list[str]:
-    from sacremoses import MosesTokenizer
-
-    tokenizer = MosesTokenizer(lang=lang)
-    # -a and default escaping, as in fairseq's prepare-wmt14 scripts
-    return [
-        tokenizer.tokenize(line, aggressive_dash_splits=True, return_str=True, escape=True) for line in lines
-    ]
-
-
 def _tokenized_inputs(
     args: argparse.Namespace, hyps: list[str], refs: list[str]
 ) -> tuple[list[str], list[str], dict[str, str]] | None:
@@ -72,8 +63,8 @@ def _tokenized_inputs(
         check_same_length(args.hyp_tok, hyp_tok, args.hyp, hyps)
         sources["hypothesis_tok"] = str(args.hyp_tok)
     elif args.moses_lang:
-        hyp_tok = _moses_tokenize(hyps, args.moses_lang)
-        sources["hypothesis_tok"] = f"sacremoses({args.moses_lang}, -a) of {args.hyp}"
+        hyp_tok = tokenize_like_test_set(hyps, args.moses_lang)
+        sources["hypothesis_tok"] = f"fairseq test tokenization ({args.moses_lang}) of {args.hyp}"
     else:
         raise ConfigError("--ref-tok given without --hyp-tok: give --hyp-tok or --moses-lang")
     if args.ref_tok:
@@ -81,8 +72,8 @@ def _tokenized_inputs(
         check_same_length(args.ref_tok, ref_tok, args.ref, refs)
         sources["reference_tok"] = str(args.ref_tok)
     elif args.moses_lang:
-        ref_tok = _moses_tokenize(refs, args.moses_lang)
-        sources["reference_tok"] = f"sacremoses({args.moses_lang}, -a) of {args.ref}"
+        ref_tok = tokenize_like_test_set(refs, args.moses_lang)
+        sources["reference_tok"] = f"fairseq test tokenization ({args.moses_lang}) of {args.ref}"
     else:
         raise ConfigError("--hyp-tok given without --ref-tok: give --ref-tok or --moses-lang")
     return hyp_tok, ref_tok, sources

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_json, write_text
+from pipeline_lib.data.moses import tokenize_like_test_set
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import significance as S
+from pipeline_lib.evaluate.metrics import split_compounds
 from pipeline_lib.evaluate.segments import (
     check_same_length,
     read_segments,
@@ -41,6 +43,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics", nargs="+", default=["bleu"], choices=sorted(S.HIGHER_IS_BETTER), help="default: bleu"
     )
+    tok = p.add_argument_group("tokenized BLEU (--metrics tok_bleu)")
+    tok.add_argument("--ref-tok", help="tokenized reference (default: tokenize --ref as below)")
+    tok.add_argument(
+        "--moses-lang",
+        help="target language: hypotheses (and --ref without --ref-tok) are tokenized as fairseq's "
+        "prepare-wmt14 scripts tokenize test",
+    )
+    tok.add_argument("--compound-split", action="store_true", help="En-De ##AT## split on both sides")
     p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples (sacrebleu: 1000)")
     p.add_argument("--seed", type=int, default=12345, help="numpy seed, as SACREBLEU_SEED (default 12345)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level for +/-/= (default 0.05)")
@@ -55,6 +65,24 @@ def _vs_baseline(out: dict[str, Any], metric: str, alpha: float) -> dict[str, An
         better = res["score"] > base["score"] if S.HIGHER_IS_BETTER[metric] else res["score"] < base["score"]
         rows.append({**res, "significant": significant, "better": better})
     return {"signature": out["signature"], "baseline": base, "systems": rows}
+
+
+def _tokenized_view(
+    args: argparse.Namespace, named: list[tuple[str, list[str]]], refs: list[str]
+) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """The systems and reference as tokenized BLEU sees them."""
+    if not args.moses_lang:
+        raise ConfigError("--metrics tok_bleu needs --moses-lang (the hypotheses are tokenized with it)")
+    if args.ref_tok:
+        ref_tok = read_segments(args.ref_tok, allow_empty=False)
+        check_same_length(args.ref_tok, ref_tok, args.ref, refs)
+    else:
+        ref_tok = tokenize_like_test_set(refs, args.moses_lang)
+    named_tok = [(name, tokenize_like_test_set(hyps, args.moses_lang)) for name, hyps in named]
+    if args.compound_split:
+        ref_tok = [split_compounds(r) for r in ref_tok]
+        named_tok = [(name, [split_compounds(h) for h in hyps]) for name, hyps in named_tok]
+    return named_tok, ref_tok
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +116,11 @@ def run(args: argparse.Namespace) -> int:
         "vs_baseline": {},
         "pairwise": {},
     }
+    views = {m: (named, refs) for m in args.metrics if m != "tok_bleu"}
+    if "tok_bleu" in args.metrics:
+        views["tok_bleu"] = _tokenized_view(args, named, refs)
     for metric in args.metrics:
+        named, refs = views[metric]
         log.info("%s: paired bootstrap of %d systems vs %s", metric, len(args.systems), names[0])
         out = S.paired_bootstrap(named, refs, metric, n_samples=args.n_samples, seed=args.seed)
         result["vs_baseline"][metric] = _vs_baseline(out, metric, args.alpha)

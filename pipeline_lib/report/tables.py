@@ -61,24 +61,27 @@ def fmt_updates(run: Run) -> str:
     return "–" if update is None else f"{int(update):,}"
 
 
-def bleu_metric(runs: list[Run]) -> str:
-    """The paper's Table 1 BLEU is tokenized BLEU; fall back to sacreBLEU when it was not computed."""
+def bleu_metric(runs: list[Run], configured: str | None = None) -> str:
+    """The table's configured metric; otherwise tokenized BLEU (the paper's Table 1) where computed."""
+    if configured in ("bleu", "tok_bleu"):
+        return configured
     if any(r.metric("tok_bleu") is not None for r in runs):
         return "tok_bleu"
     return "bleu"
 
 
 class Significance:
-    """vs-baseline results of one significance JSON (metric bleu), by system name."""
+    """vs-baseline results of one significance JSON for one metric (the table's), by system name."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, metric: str = "bleu") -> None:
+        self.metric = metric
         self.rows: dict[str, dict[str, Any]] = {}
         self.data: dict[str, Any] | None = None
         self.diverged_baseline: str | None = None  # label of a diverged baseline: no marks at all
         if path is None:
             return
         self.data = read_json(path)
-        block = self.data.get("vs_baseline", {}).get("bleu")
+        block = self.data.get("vs_baseline", {}).get(metric)
         if block:
             for row in block["systems"]:
                 self.rows[row["name"]] = row
@@ -87,7 +90,7 @@ class Significance:
         """No marks against a diverged baseline: its placeholder output is not a system."""
         if not base.diverged:
             return self
-        empty = Significance(None)
+        empty = Significance(None, self.metric)
         empty.diverged_baseline = model_label(base)
         return empty
 
@@ -112,11 +115,14 @@ class Significance:
         if not parts:
             return None
         return (
-            f"{DAGGER} sacreBLEU significantly different from {baseline} (paired bootstrap, "
+            f"{DAGGER} {METRIC_NAMES[self.metric]} significantly different from {baseline} (paired bootstrap, "
             f"{self.data.get('n_samples')} resamples, seed {self.data.get('seed')}, p < {alpha}). "
             + "; ".join(parts)
             + "."
         )
+
+
+METRIC_NAMES = {"bleu": "sacreBLEU", "tok_bleu": "tokenized BLEU", "chrf": "chrF2", "ter": "TER"}
 
 
 def _row(cells: list[str]) -> str:
@@ -159,7 +165,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
     sig = sig.against(base)
     names = list(dict.fromkeys([t1["baseline"], *t1["rows"]]))
     rows = [runs[n] for n in names]
-    bleu = bleu_metric(rows)
+    bleu = bleu_metric(rows, t1.get("metric"))
     title = t1.get("title", "Table 1")
     lines = [f"## {title}", ""]
     header = [
@@ -181,9 +187,9 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
                 fmt_params(run.parameters),
                 fmt(run.metric("ter")),
                 fmt(run.metric("meteor")),
-                fmt(run.metric(bleu)),
+                fmt(run.metric(bleu)) + (sig.mark(run.name) if sig.metric == bleu != "bleu" else ""),
                 _delta(run, base, bleu),
-                fmt(run.metric("bleu")) + sig.mark(run.name),
+                fmt(run.metric("bleu")) + (sig.mark(run.name) if sig.metric == "bleu" else ""),
             ]
         lines.append(_row(cells))
     lines.append("")
@@ -207,7 +213,7 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
     sig = sig.against(base)
     metrics = comp.get("metrics") or [m for m in ("tok_bleu", "bleu", "ter", "meteor", "chrf")]
     metrics = [m for m in metrics if m != "tok_bleu" or any(r.metric("tok_bleu") is not None for r in rows)]
-    delta_metric = bleu_metric(rows)
+    delta_metric = bleu_metric(rows, comp.get("metric"))
     lines = [f"## {comp.get('title', comp['name'])}", ""]
     header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param", "Updates"]
     header += [METRIC_HEADERS[m] for m in metrics] + ["Δ"]
@@ -229,7 +235,7 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
             cells += ["diverged"] * len(metrics) + ["–"]
         else:
             for m in metrics:
-                cells.append(fmt(run.metric(m)) + (sig.mark(run.name) if m == "bleu" else ""))
+                cells.append(fmt(run.metric(m)) + (sig.mark(run.name) if m == sig.metric else ""))
             cells.append(_delta(run, base, delta_metric))
         lines.append(_row(cells))
     lines.append("")
@@ -285,9 +291,11 @@ def render(spec: dict[str, Any]) -> str:
         "",
     ]
     if "table1" in tables:
-        lines += render_table1(spec, runs, Significance(sig_paths.get("table1")))
+        t1_metric = tables["table1"].get("metric", "bleu")
+        lines += render_table1(spec, runs, Significance(sig_paths.get("table1"), t1_metric))
     for comp in tables.get("comparisons", []):
-        lines += render_comparison(comp, runs, Significance(sig_paths.get(comp["name"])))
+        comp_sig = Significance(sig_paths.get(comp["name"]), comp.get("metric", "bleu"))
+        lines += render_comparison(comp, runs, comp_sig)
     if "significance" in tables and "table3" in sig_paths:
         lines += render_matrix(tables["significance"].get("title", "Table 3"), sig_paths["table3"], runs)
     lines += ["## Sources", ""]

@@ -93,8 +93,25 @@ class Commands:
                 ("recipe", self.plan.datasets[ds]["recipe"]),
                 ("out-dir", f"{self.plan.workdir}/data/{ds}"),
                 ("manifest-copy", marker),
+                *self._mirror(),
             ]
         )
+
+    def download_mono(self, ds: str, output: str) -> str:
+        mono = self.plan.datasets[ds]["mono"]
+        return flags(
+            [
+                ("mono-recipe", mono["recipe"]),
+                ("out-dir", f"{self.plan.workdir}/data/{ds}/orig_mono"),
+                ("output", output),
+                ("max-lines", mono.get("max_lines")),
+                *self._mirror(),
+            ]
+        )
+
+    def _mirror(self) -> list[tuple[str, Any]]:
+        dl = self.plan.config.get("download", {})
+        return [("mirror", dl.get("mirror")), ("checksums", dl.get("checksums"))]
 
     def preprocess(self, ds: str, workers: int) -> str:
         d = self.plan.datasets[ds]
@@ -109,6 +126,8 @@ class Commands:
                 ("max-len", p.get("max_len")),
                 ("valid-every", p.get("valid_every")),
                 ("dedup", bool(p.get("dedup"))),
+                ("normalize-test", bool(p.get("normalize_test"))),
+                ("max-train-lines", p.get("max_train_lines")),
                 ("no-tokenize", d.get("subword", {}).get("kind") == "spm"),
                 ("workers", workers),
             ]
@@ -271,19 +290,26 @@ class Commands:
         )
 
     # ------------------------------------------------------------------ evaluation
-    def score(self, name: str, split: str) -> str:
+    def _tokenized_reference(self, name: str, split: str) -> list[tuple[str, Any]]:
+        """Flags for tokenized BLEU: the preprocessed reference (Moses datasets), the target language
+        (hypotheses are tokenized as the reference was) and the En-De compound split."""
         tgt = self.plan.exp_langs(name)[1]
         ds = self.plan.eval_dataset(name)
         moses = self.plan.datasets[ds].get("subword", {}).get("kind", "bpe") == "bpe"
+        return [
+            ("ref-tok", f"{self.plan.data_dir(ds, 'tok')}/{split}.{tgt}" if moses else None),
+            ("moses-lang", tgt),
+            ("compound-split", bool(self.plan.datasets[ds].get("compound_split"))),
+        ]
+
+    def score(self, name: str, split: str) -> str:
         return flags(
             [
                 ("hyp", self.plan.result(name, f"{split}.hyp")),
                 ("output", self.plan.result(name, f"{split}.score.json")),
                 ("ref", self.plan.reference(name, split)),
                 ("system", name),
-                ("ref-tok", f"{self.plan.data_dir(ds, 'tok')}/{split}.{tgt}" if moses else None),
-                ("moses-lang", tgt),
-                ("compound-split", bool(self.plan.datasets[ds].get("compound_split"))),
+                *self._tokenized_reference(name, split),
                 ("metrics", self.plan.evaluation.get("metrics")),
                 ("skip-if-diverged", self.plan.status_file(name)),
             ]
@@ -292,8 +318,11 @@ class Commands:
     def significance(self, table: str) -> str:
         base, systems, matrix = self.plan.significance[table]
         ev = self.plan.evaluation
+        metric = self.plan.significance_metric(table)
+        tokenized = self._tokenized_reference(base, self.plan.split) if metric == "tok_bleu" else []
         return flags(
             [
+                *tokenized,
                 ("ref", self.plan.reference(base)),
                 ("baseline", f"{base}={self.plan.hyp_file(base)}"),
                 ("n-samples", ev["bootstrap_samples"]),

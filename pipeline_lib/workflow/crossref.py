@@ -37,6 +37,16 @@ def _check_datasets(datasets: dict[str, dict[str, Any]]) -> None:
             fail(f"datasets.{name}.path", "required with source: local")
         if ds["src"] == ds["tgt"]:
             fail(f"datasets.{name}.tgt", "must differ from src")
+        mono = ds.get("mono")
+        if isinstance(mono, dict):
+            if ds["source"] == "local":
+                fail(f"datasets.{name}.mono", "a local dataset reads <path>/mono.<tgt>; download it there")
+            lang = mono["recipe"].rsplit("-", 1)[-1]
+            if lang != ds["tgt"]:
+                fail(
+                    f"datasets.{name}.mono.recipe",
+                    f"{mono['recipe']} is {lang} text, the target is {ds['tgt']}",
+                )
 
 
 def _check_widths(widths: dict[str, dict[str, Any]]) -> None:

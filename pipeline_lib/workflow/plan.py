@@ -12,6 +12,7 @@ from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments
+from pipeline_lib.workflow.smoke import apply_smoke
 
 
 def regex(names: Iterable[str]) -> str:
@@ -33,7 +34,7 @@ class Plan:
     """The workflow's view of one config (already schema-validated, defaults filled)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
+        self.config = config = apply_smoke(config)
         self.workdir: str = config["workdir"]
         self.results: str = config["results"]
         self.datasets: dict[str, dict[str, Any]] = config["datasets"]
@@ -63,7 +64,18 @@ class Plan:
 
     def train_priority(self, name: str) -> int:
         """Longest planned run first (updates x layers x d^2; an epoch counts as 1,000 updates), so that
-        on a machine with few cores a long run does not start last and stretch the wall time."""
+        on a machine with few cores a long run does not start last and stretch the wall time. A
+        back-translation's reverse model goes before the runs that wait for its translations."""
+        waiting = [
+            n
+            for n, e in self.experiments.items()
+            if e.get("backtranslation")
+            and self.backtranslation[e["backtranslation"]]["reverse_model"] == name
+        ]
+        own = self._planned_cost(name)
+        return max([own, *(self._planned_cost(n) + 1 for n in waiting)])
+
+    def _planned_cost(self, name: str) -> int:
         exp = self.experiments[name]
         rec = self.recipe(name)
         width = self.width(name)
@@ -103,9 +115,17 @@ class Plan:
     def dataset_names(self, source: str) -> list[str]:
         return [n for n, d in self.datasets.items() if d["source"] == source]
 
-    def mono_dataset_names(self) -> list[str]:
-        """Datasets whose monolingual text a rule copies in (a local dataset's stays where it is)."""
-        return [n for n, d in self.datasets.items() if "mono" in d and d["source"] != "local"]
+    def mono_dataset_names(self, kind: str) -> list[str]:
+        """Datasets whose monolingual text a rule brings in: ``copy`` (a local file; a local
+        dataset's stays where it is) or ``download`` (a News Crawl recipe)."""
+        names = []
+        for n, d in self.datasets.items():
+            mono = d.get("mono")
+            if mono is None or (d["source"] == "local" and isinstance(mono, str)):
+                continue
+            if (kind == "download") == isinstance(mono, dict):
+                names.append(n)
+        return names
 
     def base_dataset(self, ds: str) -> str:
         """The real dataset behind ``ds`` (a back-translation mix bt-<name> is built on one)."""
@@ -136,7 +156,7 @@ class Plan:
 
     def mono_raw(self, ds: str) -> str | None:
         d = self.datasets[ds]
-        if "mono" not in d or d["source"] == "local":
+        if "mono" not in d or (d["source"] == "local" and isinstance(d["mono"], str)):
             return None
         return f"{self.data_dir(ds, 'raw')}/mono.{d['tgt']}"
 
@@ -220,9 +240,15 @@ class Plan:
         return sets
 
     def significance_metric(self, table: str) -> str:
-        if not self.significance[table][2]:
-            return "bleu"
-        return self.config["tables"].get("significance", {}).get("metric", "bleu")
+        """The metric a table is tested on (its ``metric`` key; sacreBLEU by default)."""
+        tables = self.config["tables"]
+        if table == "table3":
+            spec = tables["significance"]
+        elif table == "table1":
+            spec = tables["table1"]
+        else:
+            spec = next(c for c in tables.get("comparisons", []) if c["name"] == table)
+        return spec.get("metric", "bleu")
 
     def analysis_systems(self) -> list[str]:
         tables = self.config["tables"]

@@ -67,7 +67,7 @@ rule monolingual:
     log:
         "logs/monolingual/{ds}.{lang}.log",
     wildcard_constraints:
-        ds=regex(PLAN.mono_dataset_names()),
+        ds=regex(PLAN.mono_dataset_names("copy")),
     conda:
         CONDA_ENV
     threads: 1
@@ -76,6 +76,25 @@ rule monolingual:
         runtime=60,
     shell:
         "cp {input.text:q} {output:q} 2> {log:q}"
+
+
+rule download_mono:
+    output:
+        f"{W}/data/{{ds}}/raw/mono.{{lang}}",
+    log:
+        "logs/download_mono/{ds}.{lang}.log",
+    wildcard_constraints:
+        ds=regex(PLAN.mono_dataset_names("download")),
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=1440,
+    params:
+        args=lambda wc, output: CMD.download_mono(wc.ds, output[0]),
+    shell:
+        "python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
 
 rule preprocess:

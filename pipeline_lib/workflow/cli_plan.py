@@ -1,0 +1,93 @@
+"""``plan``: what a config is about to submit, read off Snakemake's own dry run.
+
+    python -m pipeline_lib plan --configfile config.wmt14_en_fr.yaml [more.yaml ...]
+
+runs ``snakemake -n all --configfile ...`` in the current directory and prints, per rule, the number
+of jobs, the GPUs and wall time they request, and the GPU-hours that adds up to
+(sum over jobs of ``gpu x runtime``, as the configured resources ask SLURM for them: an upper bound
+on what the jobs use, since ``runtime`` is a time limit). Jobs already done are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline_lib.errors import ConfigError
+
+_JOB = re.compile(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n?)*)", re.M)
+_RESOURCES = re.compile(r"^\s+resources: (.*)$", re.M)
+
+
+@dataclass
+class RuleSummary:
+    jobs: int = 0
+    gpu_hours: float = 0.0
+    runtime_hours: float = 0.0
+    gpus: set[int] = field(default_factory=set)
+
+
+def parse_dry_run(output: str) -> dict[str, RuleSummary]:
+    """{rule: summary} of the jobs a ``snakemake -n`` printed (the ``all`` target excluded)."""
+    rules: dict[str, RuleSummary] = defaultdict(RuleSummary)
+    for job in _JOB.finditer(output):
+        rule, body = job.group(1), job.group(2)
+        if rule == "all":
+            continue
+        resources = {}
+        m = _RESOURCES.search(body)
+        if m:
+            for item in m.group(1).split(", "):
+                key, _, value = item.partition("=")
+                resources[key] = value
+        gpu = int(resources.get("gpu", 0) or 0)
+        runtime_min = float(resources.get("runtime", 0) or 0)
+        summary = rules[rule]
+        summary.jobs += 1
+        summary.gpus.add(gpu)
+        summary.runtime_hours += runtime_min / 60
+        summary.gpu_hours += gpu * runtime_min / 60
+    return dict(rules)
+
+
+def render(rules: dict[str, RuleSummary], title: str) -> str:
+    lines = [
+        f"{title}",
+        "",
+        "| rule | jobs | GPUs per job | GPU-hours requested |",
+        "| :--- | ---: | ---: | ---: |",
+    ]
+    for rule, s in rules.items():
+        gpus = "/".join(str(g) for g in sorted(s.gpus))
+        lines.append(f"| {rule} | {s.jobs} | {gpus} | {s.gpu_hours:,.0f} |")
+    total_jobs = sum(s.jobs for s in rules.values())
+    total_gpu = sum(s.gpu_hours for s in rules.values())
+    lines.append(f"| **total** | **{total_jobs}** | | **{total_gpu:,.0f}** |")
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--configfile", nargs="+", required=True, help="config file(s), as given to snakemake")
+    p.add_argument("--target", default="all", help="snakemake target (default: all)")
+
+
+def run(args: argparse.Namespace) -> int:
+    snakemake = Path(sys.executable).parent / "snakemake"
+    cmd = [
+        str(snakemake) if snakemake.exists() else "snakemake",
+        "-n",
+        args.target,
+        "--configfile",
+        *args.configfile,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ConfigError(f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    rules = parse_dry_run(proc.stdout)
+    print(render(rules, f"`snakemake -n {args.target} --configfile {' '.join(args.configfile)}`"))
+    return 0

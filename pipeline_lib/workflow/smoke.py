@@ -1,0 +1,62 @@
+"""Smoke-test scale: the same DAG as a paper config, every job shrunk to minutes.
+
+A config with a ``smoke:`` section (``config.smoke.yaml`` holds one; add it after a paper config:
+``--configfile config.wmt14_en_fr.yaml config.smoke.yaml``) keeps every dataset, experiment, table and
+rule of the paper config, and changes only sizes:
+
+* every width becomes ``d_model``/``ffn_dim``/``heads`` of the smoke section (depths stay: a 60-layer
+  encoder is still built, profiled, trained, averaged and decoded);
+* every recipe trains ``max_epoch`` epochs of at most ``max_tokens`` tokens, ``update_freq`` 1, with
+  at most ``warmup_updates`` of warm-up (so that the few updates it has do move the model);
+* preprocessing keeps the first ``train_lines`` training pairs, BPE learns ``bpe_merges`` merges,
+  News Crawl stops after ``mono_lines`` lines;
+* with ``gpu: false`` every GPU/node/launcher resource is dropped (a laptop or a CPU CI machine) and
+  mixed precision is off; with ``gpu: true`` (default) jobs keep their GPU shape, to try the cluster;
+* results and working files go to ``<workdir>/smoke`` and ``<results>/smoke``, so nothing of the real
+  run is reused or overwritten.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+GPU_KEYS = ("gpu", "gpu_model", "nodes", "tasks_per_node", "mpi")
+
+
+def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` at the size its ``smoke`` section asks for (``config`` itself if none)."""
+    smoke = config.get("smoke")
+    if not smoke:
+        return config
+    out = copy.deepcopy(config)
+    out["workdir"] = f"{config['workdir']}/smoke"
+    out["results"] = f"{config['results']}/smoke"
+    for width in out["widths"].values():
+        width.update({k: smoke[k] for k in ("d_model", "ffn_dim", "heads")})
+    for recipe in out["recipes"].values():
+        recipe.pop("max_update", None)
+        recipe.update(max_epoch=smoke["max_epoch"], max_tokens=smoke["max_tokens"], update_freq=1)
+        recipe["warmup_updates"] = min(recipe.get("warmup_updates", 0), smoke["warmup_updates"])
+        recipe["average_last"] = min(recipe.get("average_last", 1), smoke["max_epoch"])
+        if not smoke["gpu"]:
+            recipe["amp"] = "none"
+    for ds in out["datasets"].values():
+        ds.setdefault("preprocess", {})["max_train_lines"] = smoke["train_lines"]
+        if ds.get("subword", {}).get("kind", "bpe") == "bpe":
+            ds.setdefault("subword", {})["merges"] = smoke["bpe_merges"]
+        if isinstance(ds.get("mono"), dict):
+            ds["mono"]["max_lines"] = smoke["mono_lines"]
+    if not smoke["gpu"]:
+        _drop_gpu(out["resources"])
+        for exp in out["experiments"].values():
+            _drop_gpu(exp.get("resources", {}))
+        for rule in ("train", "translate", "profile_admin"):
+            out["resources"].setdefault(rule, {})["gpu"] = 0
+    return out
+
+
+def _drop_gpu(resources: dict[str, dict[str, Any]]) -> None:
+    for rule_resources in resources.values():
+        for key in GPU_KEYS:
+            rule_resources.pop(key, None)
