@@ -252,3 +252,21 @@ def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
         gpu_hours += res["gpu"] * res["runtime"] / 60
     trained = rows["train"][1] + rows.get("train_backtranslation", (0, 0.0))[1]
     assert trained == pytest.approx(gpu_hours, abs=1)
+
+
+def test_readme_own_data_example_builds_its_dag(tmp_path: Path):
+    """The README's "Your own data" config, as printed there, with the files it names."""
+    readme = (REPO / "README.md").read_text()
+    marker = "# my_ende.yaml"
+    block = marker + readme.split("```yaml\n" + marker, 1)[1].split("```", 1)[0]
+    cfg = yaml.safe_load(block)
+    (tmp_path / "my_ende.yaml").write_text(block)
+    data = tmp_path / cfg["datasets"]["my_ende"]["path"]
+    data.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (data / f"{split}.{lang}").write_text("a sentence\n")
+    proc = run_snakemake(["-n", "all", "--configfile", "my_ende.yaml"], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    stats = job_stats(proc.stdout)
+    assert stats == expected_counts(cfg) and stats["train"] == 2

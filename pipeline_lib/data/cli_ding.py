@@ -79,13 +79,24 @@ def extract_pairs(dict_file: Path) -> list[tuple[str, str]]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out-dir", required=True, type=Path)
-    p.add_argument("--resources", type=Path, default=None)
-    p.add_argument("--src", default="de", choices=["de", "en"])
-    p.add_argument("--tgt", default="en", choices=["de", "en"])
-    p.add_argument("--valid-size", type=int, default=500)
-    p.add_argument("--test-size", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=1)
+    p.description = (
+        "German-English example sentences (~18.7k pairs) from Debian's trans-de-en (Ding), fetched with "
+        "'apt-get download' (no root) and split at random into train/valid/test."
+    )
+    p.add_argument(
+        "--out-dir", required=True, type=Path, help="writes {train,valid,test}.{src,tgt} + splits.json"
+    )
+    p.add_argument(
+        "--resources",
+        type=Path,
+        default=None,
+        help="where the .deb is downloaded and kept (default: $DEEPNMT_RESOURCES or resources/)",
+    )
+    p.add_argument("--src", default="de", choices=["de", "en"], help="source language (default de)")
+    p.add_argument("--tgt", default="en", choices=["de", "en"], help="target language (default en)")
+    p.add_argument("--valid-size", type=int, default=500, help="pairs drawn for valid (default 500)")
+    p.add_argument("--test-size", type=int, default=1000, help="pairs drawn for test (default 1000)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the valid/test draw (default 1)")
 
 
 def run(args: argparse.Namespace) -> int:
