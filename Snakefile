@@ -6,9 +6,19 @@
 # Stages are `python -m pipeline_lib <stage>`; the rules only wire files together.
 
 
+from snakemake.exceptions import WorkflowError
+
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.workflow.config_files import load_mapping
+
 # A --configfile replaces the demo default instead of merging over it, as the catalog workflows do:
 # a paper config is complete by itself and nothing of the demo enters its DAG.
 if not workflow.overwrite_configfiles:
+    # Snakemake's own message for a YAML syntax error names neither file nor line.
+    try:
+        load_mapping("config.yaml")
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
 
     configfile: "config.yaml"
 

@@ -31,6 +31,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "significance": ("pipeline_lib.evaluate.cli_significance", "paired bootstrap resampling"),
     "analyze": ("pipeline_lib.evaluate.cli_analyze", "fine-grained analysis (Figure 3)"),
     "report": ("pipeline_lib.report.cli", "render results tables and plots"),
+    "check-config": (
+        "pipeline_lib.workflow.cli_check_config",
+        "validate config files (file:line of any problem)",
+    ),
     "plan": ("pipeline_lib.workflow.cli_plan", "jobs and GPU-hours a config would submit (snakemake -n)"),
 }
 

@@ -6,7 +6,12 @@ class PipelineError(Exception):
 
 
 class ConfigError(PipelineError):
-    """An invalid configuration value; the message names the key."""
+    """An invalid configuration value; the message names the key (``key``: the dotted config key,
+    when the error is about one, so the workflow can point at its file and line)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class InputError(PipelineError):

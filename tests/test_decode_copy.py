@@ -202,3 +202,19 @@ def test_translate_bad_input_keeps_previous_output(checkpoint, tmp_path, capsys)
     assert "not the vocabulary" in capsys.readouterr().err
     assert cli_main([*args, "--nbest", "9", "--beam", "2"]) == 2
     assert "--nbest" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("stdin", "message"),
+    [(b"c d\nc\0 d\n", "<stdin>:2: NUL byte at column 2"), (b"c d\n\xff e\n", "<stdin>:2: invalid UTF-8")],
+)
+def test_translate_from_stdin_rejects_bad_bytes_naming_the_line(checkpoint, tmp_path, stdin, message):
+    ckpt, _ = checkpoint
+    out = tmp_path / "out.txt"
+    cmd = [sys.executable, "-m", "pipeline_lib", "translate", "--checkpoint", str(ckpt), "--input", "-",
+           "--output", str(out), "--no-progress"]  # fmt: skip
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=300)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()

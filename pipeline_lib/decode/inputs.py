@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.data.indexed import IndexedDataset, dataset_exists, load_meta, split_prefix
-from pipeline_lib.data.textio import read_lines
+from pipeline_lib.data.textio import decode_line, read_lines
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import CheckpointError, ConfigError, InputError
 
@@ -64,7 +64,9 @@ def _check_length(n: int, max_positions: int, where: str) -> None:
 def read_text_sources(path: str, vocab: Vocabulary, max_positions: int) -> Sources:
     """Subword text, one sentence per line; ``-`` reads stdin. Every line is validated first."""
     if path == "-":
-        lines = [line.rstrip("\n").rstrip("\r") for line in sys.stdin]
+        # The same strict decoding as files: NUL or invalid UTF-8 names the line.
+        stdin = Path("<stdin>")
+        lines = [decode_line(stdin, n, raw) for n, raw in enumerate(sys.stdin.buffer, 1)]
     else:
         if not os.path.isfile(path):
             raise InputError(f"{path}: input file not found")

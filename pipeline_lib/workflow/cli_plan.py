@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.workflow.cli_check_config import check
 
 _JOB = re.compile(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n?)*)", re.M)
 _RESOURCES = re.compile(r"^\s+resources: (.*)$", re.M)
@@ -77,6 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check([Path(f) for f in args.configfile], Path("."))  # a located error before snakemake's generic one
     snakemake = Path(sys.executable).parent / "snakemake"
     cmd = [
         str(snakemake) if snakemake.exists() else "snakemake",

@@ -11,7 +11,7 @@ from pipeline_lib.model.config import PRESETS
 
 
 def fail(key: str, message: str) -> None:
-    raise ConfigError(f"config key '{key}': {message}")
+    raise ConfigError(f"config key '{key}': {message}", key=key)
 
 
 def check_references(config: dict[str, Any], experiments: dict[str, dict[str, Any]]) -> None:

@@ -42,6 +42,7 @@ def all_experiments(config: dict[str, Any]) -> tuple[dict[str, dict], dict[str, 
     for name in config["experiments"]:
         if name in stability:
             raise ConfigError(
-                f"config key 'experiments.{name}': name clashes with a generated stability_map run"
+                f"config key 'experiments.{name}': name clashes with a generated stability_map run",
+                key=f"experiments.{name}",
             )
     return {**config["experiments"], **stability}, stability

@@ -51,5 +51,6 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> None:
         reverse=True,
     )
     if errors:
-        raise ConfigError(f"config key '{key_path(errors[0])}': {errors[0].message}")
+        key = key_path(errors[0])
+        raise ConfigError(f"config key '{key}': {errors[0].message}", key=key)
     _fill_defaults(jsonschema.Draft202012Validator)(schema).validate(config)

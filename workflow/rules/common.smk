@@ -7,6 +7,7 @@ from snakemake.exceptions import WorkflowError
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.slurm_launch import TrainShape
 from pipeline_lib.workflow import Commands, Plan
+from pipeline_lib.workflow.config_files import with_location
 from pipeline_lib.workflow.plan import regex
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
@@ -16,7 +17,7 @@ try:
     validate_config(config, load_schema(Path(workflow.basedir) / SCHEMA_FILE))
     PLAN = Plan(config)
 except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
+    raise WorkflowError(str(with_location(exc, workflow.configfiles))) from None
 CMD = Commands(PLAN)
 W = PLAN.workdir
 R = PLAN.results
