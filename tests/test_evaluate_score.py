@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from nltk.stem.snowball import SnowballStemmer
 
 from pipeline_lib.errors import InputError
+from pipeline_lib.evaluate import meteor as meteor_module
 from pipeline_lib.evaluate import metrics as M
-from pipeline_lib.evaluate.meteor import _NoSynonyms, meteor
+from pipeline_lib.evaluate.meteor import SNOWBALL, _NoSynonyms, meteor
 from pipeline_lib.evaluate.segments import read_segments
 
 DATA = Path(__file__).parent / "data" / "evaluate"
@@ -184,19 +186,71 @@ def test_meteor_single_segment_equals_nltk() -> None:
 
     hyp = "The cats were running quickly to the old house"
     ref = "the cat runs quickly towards the old houses"
-    got = meteor([hyp], [ref], use_wordnet=False)
-    want = single_meteor_score(ref.split(), hyp.split(), wordnet=_NoSynonyms())
+    got = meteor([hyp], [ref], lang="en", use_wordnet=False)
+    want = single_meteor_score(
+        ref.split(), hyp.split(), stemmer=SnowballStemmer("english"), wordnet=_NoSynonyms()
+    )
     assert got["score"] == pytest.approx(100 * want)
     assert got["modules"] == ["exact", "stem"]
-    # "cats"/"cat", "running"/"runs", "house"/"houses" only match through the Porter stemmer
+    # "cats"/"cat", "running"/"runs", "house"/"houses" only match through the stemmer
     assert got["matches"] == 7
-    assert "modules:exact+stem" in got["signature"]
+    assert "lang:en|modules:exact+stem|stemmer:snowball-english" in got["signature"]
+
+
+@pytest.mark.parametrize(
+    ("lang", "hyp", "ref"),
+    [("fr", "elle chantait et mangeait", "elle chanter et manger"),
+     ("de", "die kleinen Häuser", "die kleine Hauses")],
+)  # fmt: skip
+def test_meteor_stems_with_the_target_languages_stemmer(lang: str, hyp: str, ref: str) -> None:
+    """Inflections that only the language's own stemmer relates (English Snowball leaves them apart)."""
+    native = meteor([hyp], [ref], lang=lang, use_wordnet=False)
+    english = meteor([hyp], [ref], lang="en", use_wordnet=False)
+    assert native["matches"] == len(hyp.split())
+    assert english["matches"] < native["matches"]
+    assert f"lang:{lang}|modules:exact+stem|stemmer:snowball-{SNOWBALL[lang]}" in native["signature"]
+
+
+def test_meteor_synonyms_only_for_english_and_no_stemmer_means_exact_only(monkeypatch) -> None:
+    class Lemma:
+        def __init__(self, name: str) -> None:
+            self._name = name
+
+        def name(self) -> str:
+            return self._name
+
+    class Synset:
+        def lemmas(self) -> list[Lemma]:
+            return [Lemma("car"), Lemma("auto")]
+
+    class Synonyms:  # WordNet stand-in: "auto" and "car" share a synset
+        def synsets(self, word: str) -> list[Synset]:
+            return [Synset()] if word in ("car", "auto") else []
+
+    monkeypatch.setattr(meteor_module, "load_wordnet", lambda: Synonyms())
+    en = meteor(["the auto"], ["the car"], lang="en")
+    assert en["modules"] == ["exact", "stem", "synonym"] and en["matches"] == 2
+    fr = meteor(["la auto"], ["la car"], lang="fr")
+    assert fr["modules"] == ["exact", "stem"] and fr["matches"] == 1
+    cs = meteor(["domy domu"], ["domy dům"], lang="cs")
+    assert cs["modules"] == ["exact"] and cs["stemmer"] is None and "stemmer:snowball-none" in cs["signature"]
+
+
+def test_score_without_lang_refuses_meteor(tmp_path: Path) -> None:
+    (tmp_path / "h").write_text("a b\n", encoding="utf-8")
+    (tmp_path / "r").write_text("a b\n", encoding="utf-8")  # no .xx suffix to take the language from
+    base = [sys.executable, "-m", "pipeline_lib", "score", "--hyp", str(tmp_path / "h"), "--ref", str(tmp_path / "r"),
+            "--output", str(tmp_path / "s.json")]  # fmt: skip
+    proc = subprocess.run(base, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "METEOR needs --lang" in proc.stderr
+    proc = subprocess.run([*base, "--metrics", "bleu", "chrf"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_meteor_corpus_aggregates_statistics() -> None:
     hyps = ["the cat sat", "a completely different sentence here"]
     refs = ["the cat sat", "nothing alike"]
-    got = meteor(hyps, refs, use_wordnet=False)
+    got = meteor(hyps, refs, lang="en", use_wordnet=False)
     # corpus statistics, not the mean of segment scores: 3 matches, 1 chunk, lengths 8 and 5
     p, r = 3 / 8, 3 / 5
     fmean = p * r / (0.9 * p + 0.1 * r)

@@ -6,6 +6,7 @@ import itertools
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -43,24 +44,72 @@ def loss_of(model, batch) -> torch.Tensor:
     return F.cross_entropy(model(src, prev).flatten(0, 1), tgt.flatten())
 
 
-def profiled(seed: int = 0) -> tuple[torch.nn.Module, AdminProfile]:
+def profiled(seed: int = 0, recursion: str = "reference") -> tuple[torch.nn.Module, AdminProfile]:
     torch.manual_seed(seed)
     model = build_model(admin_config())
     batch = sample_batch(seed)
-    return model, profile_model(model, lambda m: loss_of(m, batch), {"sentences": 8})
+    return model, profile_model(model, lambda m: loss_of(m, batch), {"sentences": 8}, recursion)
 
 
-def test_profile_starts_at_one_and_is_non_decreasing() -> None:
-    model, profile = profiled()
+@pytest.mark.parametrize("recursion", ["reference", "cumulative"])
+def test_profile_starts_at_one_and_is_non_decreasing(recursion: str) -> None:
+    model, profile = profiled(recursion=recursion)
+    assert profile.recursion == recursion
     for stack, count in (("encoder", 8), ("decoder", 9)):
         omegas = profile.omegas[stack]
         assert len(omegas) == count and len(profile.variances[stack]) == count
         assert omegas[0] == 1.0
         assert all(b >= a for a, b in itertools.pairwise(omegas))
         assert omegas[-1] > 1.0
-        assert omegas == omegas_from_variances(profile.variances[stack])
-    # profiling leaves the model untouched: no update, no gradients, all ω still 1
+        if recursion == "cumulative":
+            assert omegas == omegas_from_variances(profile.variances[stack])
+    # profiling leaves the model untouched: no update, no gradients, all ω back at 1
     assert all(p.grad is None for p in model.parameters())
+    assert all(
+        torch.all(c.omega == 1) for stack in (model.encoder, model.decoder) for c in stack.connections()
+    )
+
+
+def test_reference_recursion_is_measured_on_the_stream_that_flows() -> None:
+    """ω_{i+1}² = Var[x_i·ω_i] + Var[f_i] (numpy's population variance, as the reference code), read
+    off an independent forward pass of the same batch and dropout draws with the profiled ω applied."""
+    seed = 2
+    model, profile = profiled(seed)
+    apply_profile(model, profile)
+    seen: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"encoder": [], "decoder": []}
+    handles = []
+    for name in seen:
+        for connection in getattr(model, name).connections():
+            inputs: list[np.ndarray] = []
+            handles.append(
+                connection.register_forward_pre_hook(
+                    lambda m, i, box=inputs: box.append(i[0].detach().numpy())
+                )
+            )
+            handles.append(
+                connection.branch_output.register_forward_hook(
+                    lambda m, i, out, box=inputs, name=name: seen[name].append(
+                        (box.pop(), out.detach().numpy())
+                    )
+                )
+            )
+    torch.manual_seed(seed)  # profiled() drew the model from the seed, then the dropout masks
+    build_model(admin_config())
+    model.train()
+    loss_of(model, sample_batch(seed))
+    for handle in handles:
+        handle.remove()
+    for name, streams in seen.items():
+        omegas = profile.omegas[name]
+        for i, (x, f) in enumerate(streams[:-1]):
+            total = np.var(x.astype(np.float64) * omegas[i]) + np.var(f.astype(np.float64))
+            assert omegas[i + 1] == pytest.approx(math.sqrt(total), rel=1e-5), (name, i)
+        # the first residual is the embedding output, not an LN output: its variance is not 1, which
+        # is where the reference recursion and the cumulative one part
+        assert np.var(streams[0][0]) > 1.1
+        assert profile.residual_variances[name][0] == pytest.approx(np.var(streams[0][0]), rel=1e-4)
+    cumulative = profiled(seed, "cumulative")[1]
+    assert profile.omegas["encoder"][1] != pytest.approx(cumulative.omegas["encoder"][1], rel=1e-3)
 
 
 def test_profiling_is_reproducible_from_the_seed() -> None:
@@ -142,3 +191,10 @@ def test_folding_a_trained_admin_model_preserves_outputs() -> None:
         diff = (model(src, prev) - folded(src, prev)).abs().max().item()
     print(f"max |admin - folded| = {diff:.2e}")
     assert diff <= 1e-5
+
+
+@pytest.mark.parametrize("sublayers", [2, 12, 18, 120, 36])
+def test_closed_form_equals_the_admin_authors_package(sublayers: int) -> None:
+    import admin_torch  # a dev dependency: pyproject.toml
+
+    assert closed_form_omega(sublayers) == pytest.approx(admin_torch.calculate_init(sublayers), rel=1e-12)

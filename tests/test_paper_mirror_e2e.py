@@ -95,8 +95,18 @@ def test_wmt14_en_fr_as_shipped_on_a_mirror(tmp_path: Path):
     manifest = json.loads((data / "orig_mono" / "manifest.json").read_text())
     assert all(entry["pinned"] for entry in manifest.values())
     tables = (results / "tables.md").read_text()
-    table4 = _rows(tables, cfg["tables"]["comparisons"][0]["title"])
+    bt_table = next(c for c in cfg["tables"]["comparisons"] if c["name"] == "backtranslation")
+    table4 = _rows(tables, bt_table["title"])
     assert any(cells[5] == "yes" for cells in table4.values())  # the BT column
+    # As Edunov et al.: untagged, in shards (config.smoke.yaml keeps 2 of the 16), each its own job.
+    mix = json.loads((work / "data" / "bt-newscrawl_fr" / "bpe" / "meta.json").read_text())["backtranslation"]
+    assert mix["tag"] is None and len(mix["synthetic_src"]) == 2
+    mono_lines = (data / "bpe" / "mono.fr").read_text().count("\n")
+    assert mix["synthetic_pairs"] + mix["synthetic_dropped_empty"] == mono_lines > 0
+    logs = sorted(
+        p.name for p in (work.parent.parent / "logs" / "translate_backtranslation" / "newscrawl_fr").iterdir()
+    )
+    assert logs == ["shard0-of-2.log", "shard1-of-2.log"]
     status = json.loads((work / "experiments" / "enfr_60L12L_admin_bt" / "status.json").read_text())
     assert status["status"] in ("completed", "diverged")
 

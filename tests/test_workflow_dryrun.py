@@ -70,7 +70,9 @@ def expected_counts(cfg: dict) -> Counter:
             "learn_bpe": len(real),
             "apply_bpe": len(real),
             "binarize": len(real) + len(used_bt),
-            "translate_backtranslation": len(used_bt),
+            "translate_backtranslation": sum(
+                cfg.get("backtranslation", {})[bt].get("shards", 1) for bt in used_bt
+            ),
             "bt_mix": len(used_bt),
             "profile_admin": sum(e["residual"] == "admin" for e in exps.values())
             + sum(m == "admin" for m, _, _ in stab_runs),

@@ -6,12 +6,15 @@ analysis -> tables, learning curves and the stability map. A few minutes on 2 CP
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from workflow_run import snakemake, write_config
+from workflow_run import snakemake, snakemake_command, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -30,11 +33,57 @@ def _table_rows(text: str, title: str) -> dict[str, list[str]]:
     return rows
 
 
+SHARDS = [f"work/backtranslation/bt/shard{k}-of-3.bpe" for k in range(3)]
+
+
+def _run_all_killed_in_shard_1(work: Path) -> None:
+    """`snakemake all`, stopped hard (SIGKILL to its whole process group, as a lost node) while
+    back-translation shard 1 of 3 runs; shards 0 and 2 were done before."""
+    cmd, env = snakemake_command(work, "all")
+    log = work / "killed_run.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 600
+        while not any("--shard 1/3" in cmdline for cmdline in _cmdlines()):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.02)
+        time.sleep(0.3)  # inside the job: torch imported, the checkpoint loading
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (work / SHARDS[1]).exists(), "shard 1 finished before the kill: nothing was tested"
+
+
+def _cmdlines() -> list[str]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            out.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def test_tiny_workflow_end_to_end(tmp_path: Path):
     cfg = write_config(tmp_path)
 
-    proc = _snakemake(tmp_path, "all")
+    # Back-translation shards 0 and 2 first (and the reverse model they need); then `all`, killed
+    # while shard 1 runs. The rerun's only translation job is shard 1: finished shards are kept.
+    proc = _snakemake(tmp_path, SHARDS[0], SHARDS[2])
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    done = {s: (tmp_path / s).stat().st_mtime_ns for s in (SHARDS[0], SHARDS[2])}
+    _run_all_killed_in_shard_1(tmp_path)
+    assert _snakemake(tmp_path, "--unlock").returncode == 0
+    plan = _snakemake(tmp_path, "all", "-n", "--rerun-incomplete")
+    jobs = re.findall(r"rule translate_backtranslation:\n(?:\s+.*\n)*?\s+wildcards: (.*)", plan.stdout)
+    assert jobs == ["bt=bt, shard=1, shards=3"], plan.stdout[-3000:]
+    proc = _snakemake(tmp_path, "all", "--rerun-incomplete")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert {s: (tmp_path / s).stat().st_mtime_ns for s in done} == done
     results = tmp_path / "results"
     tables = (results / "tables.md").read_text()
 

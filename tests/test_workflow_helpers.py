@@ -121,3 +121,24 @@ def test_no_significance_marks_against_a_diverged_baseline(tmp_path: Path):
         text = "\n".join(render_comparison(comp, {"a": base, "b": trained}, Significance(str(sig_path))))
         assert (DAGGER in text) is expect_mark, text
         assert ("No significance marks" in text) is not expect_mark
+
+
+def test_mix_streams_shards_in_order_and_checks_their_total(tmp_path: Path):
+    _bpe_dir(tmp_path)
+    (tmp_path / "mono").write_text("m1\nm2\nm3\n")
+    (tmp_path / "s0").write_text("s1\n")
+    (tmp_path / "s1").write_text("s2\ns3\n")
+    parser = argparse.ArgumentParser()
+    mix.add_arguments(parser)
+    base = ["--real-dir", str(tmp_path / "bpe"), "--mono-tgt", str(tmp_path / "mono"), "--out-dir",
+            str(tmp_path / "out"), "--src", "en", "--tgt", "fr", "--no-tag"]  # fmt: skip
+    assert (
+        mix.run(parser.parse_args([*base, "--synthetic-src", str(tmp_path / "s0"), str(tmp_path / "s1")]))
+        == 0
+    )
+    assert (tmp_path / "out" / "train.en").read_text().splitlines()[3:] == ["s1", "s2", "s3"]
+    assert (tmp_path / "out" / "train.fr").read_text().splitlines()[3:] == ["m1", "m2", "m3"]
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())["backtranslation"]
+    assert meta["tag"] is None and meta["synthetic_src"] == [str(tmp_path / "s0"), str(tmp_path / "s1")]
+    with pytest.raises(InputError, match=r"mono:3: line-count mismatch, the synthetic sources have 2 lines"):
+        mix.run(parser.parse_args([*base, "--synthetic-src", str(tmp_path / "s1")]))

@@ -312,7 +312,10 @@ def test_tables_name_their_significance_metric():
     plan = plan_of(ENFR)
     assert plan.significance_metric("table1") == "tok_bleu"
     assert plan.significance_metric("table3") == "tok_bleu"
-    assert plan.significance_metric("backtranslation") == "bleu"
+    assert plan.significance_metric("backtranslation") == "tok_bleu"
+    unset = copy.deepcopy(ENFR)
+    next(c for c in unset["tables"]["comparisons"] if c["name"] == "backtranslation").pop("metric")
+    assert plan_of(unset).significance_metric("backtranslation") == "bleu"  # the schema default
     args = Commands(plan).significance("table3")
     assert "--metrics tok_bleu" in args and "--moses-lang fr" in args and "--ref-tok" in args
 

@@ -3,13 +3,16 @@
 Usage::
 
     python -m pipeline_lib.backtranslation --real-dir work/data/demo/bpe --src en --tgt fr \\
-        --synthetic-src work/backtranslation/bt/synthetic.bpe --mono-tgt work/data/demo/bpe/mono.fr \\
+        --synthetic-src work/backtranslation/bt/shard0-of-2.bpe work/backtranslation/bt/shard1-of-2.bpe \\
+        --mono-tgt work/data/demo/bpe/mono.fr \\
         --out-dir work/data/bt-bt/bpe [--upsample-real 2] [--no-tag]
 
-The synthetic source (the reverse model's subword output for ``--mono-tgt``) is paired line by line
-with the monolingual target text. ``train.{src,tgt}`` of ``--out-dir`` are the real pairs repeated
+The synthetic source (the reverse model's subword output for ``--mono-tgt``, one file or its shards
+in order) is paired line by line with the monolingual target text; everything is streamed, so memory
+does not grow with the corpus. ``train.{src,tgt}`` of ``--out-dir`` are the real pairs repeated
 ``--upsample-real`` times followed by the synthetic pairs, whose sources start with the ``<BT>`` tag
-unless ``--no-tag`` (tagged back-translation, Caswell et al. 2019). Pairs whose synthetic source is
+unless ``--no-tag`` (tagged back-translation, Caswell et al. 2019; Edunov et al. 2018 do not tag, and
+neither does the workflow unless ``tagged: true``). Pairs whose synthetic source is
 empty (a diverged or empty translation) are dropped. ``valid``/``test`` are copied from the real
 directory, as are its subword model and ``meta.json`` (extended with a ``backtranslation`` record),
 so ``binarize`` and decoding treat the mix like any other segmented corpus. Written atomically.
@@ -18,6 +21,7 @@ so ``binarize`` and decoding treat the mix like any other segmented corpus. Writ
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import shutil
@@ -35,7 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--real-dir", required=True, type=Path, help="apply-bpe output (train/valid/test, meta.json)"
     )
-    p.add_argument("--synthetic-src", required=True, type=Path, help="back-translated sources, subword text")
+    p.add_argument(
+        "--synthetic-src",
+        required=True,
+        type=Path,
+        nargs="+",
+        help="back-translated sources, subword text: one file, or the shards in input order",
+    )
     p.add_argument("--mono-tgt", required=True, type=Path, help="the monolingual targets they translate")
     p.add_argument("--out-dir", required=True, type=Path)
     p.add_argument("--src", required=True)
@@ -43,6 +53,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upsample-real", type=int, default=1, help="repeat the real bitext N times")
     p.add_argument("--no-tag", action="store_true", help="do not prefix synthetic sources with <BT>")
     p.add_argument("--tag", default=BT_TAG, help="the tag token (default <BT>)")
+
+
+def _mismatch(synthetic: list[Path], counts: list[int], mono: Path, n_mono: int) -> str:
+    """``file:line`` of the first line that exists on one side only, and both totals."""
+    n_syn = sum(counts)
+    if n_syn < n_mono:
+        where = f"{mono}:{n_syn + 1}"
+    else:  # the synthetic file holding line n_mono + 1, and that line's number in it
+        before = 0
+        for path, n in zip(synthetic, counts, strict=True):
+            if before + n > n_mono:
+                where = f"{path}:{n_mono - before + 1}"
+                break
+            before += n
+    return f"{where}: line-count mismatch, the synthetic sources have {n_syn} lines, {mono} has {n_mono}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,16 +79,14 @@ def run(args: argparse.Namespace) -> int:
     real = args.real_dir
     langs = (args.src, args.tgt)
     needed = [real / f"{s}.{lang}" for s in ("train", "valid", "test") for lang in langs]
-    needed += [args.synthetic_src, args.mono_tgt, real / "meta.json"]
+    needed += [*args.synthetic_src, args.mono_tgt, real / "meta.json"]
     for path in needed:
         if not path.is_file():
             raise InputError(f"{path}: not found")
-    n_syn, n_mono = count_lines(args.synthetic_src), count_lines(args.mono_tgt)
+    counts = [count_lines(p) for p in args.synthetic_src]
+    n_syn, n_mono = sum(counts), count_lines(args.mono_tgt)
     if n_syn != n_mono:
-        raise InputError(
-            f"{args.synthetic_src}:{min(n_syn, n_mono) + 1}: line-count mismatch with {args.mono_tgt} "
-            f"({n_syn} vs {n_mono} lines)"
-        )
+        raise InputError(_mismatch(args.synthetic_src, counts, args.mono_tgt, n_mono))
     meta = json.loads((real / "meta.json").read_text(encoding="utf-8"))
     n_real = count_lines(real / f"train.{args.src}")
     kept = dropped = 0
@@ -76,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
                     for line in read_lines(real / f"train.{lang}"):
                         out.write(line + "\n")
             prefix = "" if args.no_tag else args.tag + " "
-            for syn, mono in zip(read_lines(args.synthetic_src), read_lines(args.mono_tgt), strict=True):
+            synthetic = itertools.chain.from_iterable(read_lines(p) for p in args.synthetic_src)
+            for syn, mono in zip(synthetic, read_lines(args.mono_tgt), strict=True):
                 if not syn.strip() or not mono.strip():
                     dropped += 1
                     continue
@@ -99,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             "synthetic_pairs": kept,
             "synthetic_dropped_empty": dropped,
             "tag": None if args.no_tag else args.tag,
-            "synthetic_src": str(args.synthetic_src),
+            "synthetic_src": [str(p) for p in args.synthetic_src],
             "mono_tgt": str(args.mono_tgt),
         }
         group.tmp_for(args.out_dir / "meta.json").write_text(

@@ -33,8 +33,17 @@ from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.cpu.onednn import CPU_GEMMS
 from pipeline_lib.data.textio import count_lines
 from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
-from pipeline_lib.decode.inputs import read_binarized_sources, read_text_sources, resolve_data, split_size
-from pipeline_lib.decode.outputs import Postprocess, render, write_outputs
+from pipeline_lib.decode.inputs import (
+    Sources,
+    iter_text_sources,
+    parse_shard,
+    read_binarized_sources,
+    read_text_sources,
+    resolve_data,
+    shard_range,
+    split_size,
+)
+from pipeline_lib.decode.outputs import OutputWriter, Postprocess, render
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import check_cpu_gemm, resolve_device, translate
 from pipeline_lib.diverged import add_skip_argument, is_diverged, skip_diverged
@@ -56,6 +65,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     io.add_argument("--output-subword", default=None, help="also write the raw subword hypotheses")
     io.add_argument("--output-generate", default=None, help="also write fairseq-generate S/T/H/D/P lines")
     io.add_argument("--output-jsonl", default=None, help="also write one JSON record per sentence")
+    io.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=None,
+        metavar="K/N",
+        help="translate only the K-th (0-based) of N contiguous, near-equal parts of --input: "
+        "back-translation runs one job per shard",
+    )
+    io.add_argument(
+        "--buffer-lines",
+        type=int,
+        default=0,
+        help="read, decode and write --input in chunks of this many lines, so memory does not grow with "
+        "the input (0: all at once). Sampling seeds depend on the chunking",
+    )
     add_skip_argument(io)
     io.add_argument("--remove-bpe", choices=["auto", "bpe", "spm", "none"], default="auto",
                     help="subword kind to undo (auto: from the data's meta.json)")  # fmt: skip
@@ -104,7 +128,8 @@ def _placeholders_if_diverged(args: argparse.Namespace) -> bool:
             )
         lines = split_size(args.data_dir, args.split)
     else:
-        lines = count_lines(args.input)
+        start, stop = shard_range(count_lines(args.input), args.shard)
+        lines = stop - start
     return skip_diverged(args.skip_if_diverged, text=text, lines=lines)
 
 
@@ -118,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{flag.replace('_', '-')} must be >= 0")
     if args.max_tokens == 0 and args.batch_size == 0:
         raise ConfigError("--max-tokens and --batch-size cannot both be 0 (unlimited)")
+    if args.buffer_lines < 0:
+        raise ConfigError(f"--buffer-lines must be >= 0, got {args.buffer_lines}")
+    if (args.shard or args.buffer_lines) and (args.input is None or args.input == "-"):
+        raise ConfigError("--shard and --buffer-lines need --input FILE (they read it twice)")
     if args.skip_if_diverged and _placeholders_if_diverged(args):
         return 0
     if args.threads:
@@ -138,19 +167,20 @@ def run(args: argparse.Namespace) -> int:
     data = meta.get("data") or {}
     tgt_lang = args.target_lang or data.get("tgt_lang") or info.meta.get("tgt_lang")
     max_pos = model.config.max_positions
-    if args.input is not None:
-        sources = read_text_sources(args.input, info.vocab, max_pos)
-    else:
-        src_lang = args.source_lang or data.get("src_lang") or info.meta.get("src_lang")
-        if not src_lang:
-            raise ConfigError("--source-lang is needed with --split (the checkpoint does not record it)")
-        sources = read_binarized_sources(info, args.split, src_lang, tgt_lang, max_pos)
-    if sources.tokens and sources.unk_tokens / sources.tokens > 0.05:
-        log.warning(
-            "%s: %.1f%% of source tokens are <unk>: is the input segmented with the training BPE/SPM?",
-            sources.origin,
-            100 * sources.unk_tokens / sources.tokens,
+    if args.shard or args.buffer_lines:
+        total, chunks = iter_text_sources(
+            args.input, info.vocab, max_pos, args.shard, args.buffer_lines or 1 << 62
         )
+        origin = f"{args.input}" + (f" shard {args.shard[0]}/{args.shard[1]}" if args.shard else "")
+    else:
+        if args.input is not None:
+            sources = read_text_sources(args.input, info.vocab, max_pos)
+        else:
+            src_lang = args.source_lang or data.get("src_lang") or info.meta.get("src_lang")
+            if not src_lang:
+                raise ConfigError("--source-lang is needed with --split (the checkpoint does not record it)")
+            sources = read_binarized_sources(info, args.split, src_lang, tgt_lang, max_pos)
+        total, chunks, origin = len(sources.ids), iter([(0, sources)]), sources.origin
 
     subword = info.meta.get("subword", "none") if args.remove_bpe == "auto" else args.remove_bpe
     moses = bool(info.meta.get("moses_tokenized", False)) if args.detok == "auto" else args.detok == "moses"
@@ -160,37 +190,51 @@ def run(args: argparse.Namespace) -> int:
 
     log.info(
         "translate %d sentences from %s on %s: %s, beam %d, lenpen %g, max len %g*src+%d%s",
-        len(sources.ids), sources.origin, device, model.config.describe(), cfg.beam, cfg.lenpen,
+        total, origin, device, model.config.describe(), cfg.beam, cfg.lenpen,
         cfg.max_len_a, cfg.max_len_b, ", sampling" if cfg.sampling else "",
     )  # fmt: skip
     start = time.perf_counter()
-    hyps = translate(
-        model,
-        sources.ids,
-        cfg,
-        max_tokens=args.max_tokens or None,
-        batch_size=args.batch_size or None,
-        bf16=args.bf16,
-        seed=args.seed,
-        progress=not args.no_progress,
-        workers=args.workers,
-        cpu_gemm=args.cpu_gemm,
-    )
-    elapsed = time.perf_counter() - start
-    generated = sum(len(nbest[0].tokens) + 1 for nbest in hyps if nbest)
-    log.info(
-        "decoded %d sentences, %d tokens (best hyps, </s> incl.) in %.1fs: %.1f sent/s, %.1f tok/s",
-        len(hyps), generated, elapsed, len(hyps) / max(elapsed, 1e-9), generated / max(elapsed, 1e-9),
-    )  # fmt: skip
-    rendered = render(hyps, info.vocab, post)
-    write_outputs(
-        hyps,
-        rendered,
-        sources.text,
-        sources.references,
+    done = generated = 0
+    writer = OutputWriter(
         output=args.output,
         output_subword=args.output_subword,
         output_generate=args.output_generate,
         output_jsonl=args.output_jsonl,
     )
+    with writer:
+        for first, sources in chunks:
+            _warn_if_unknown(sources)
+            hyps = translate(
+                model,
+                sources.ids,
+                cfg,
+                max_tokens=args.max_tokens or None,
+                batch_size=args.batch_size or None,
+                bf16=args.bf16,
+                # distinct per chunk: batch numbers restart in every chunk, and a chunk has fewer
+                # batches than lines, so first + batch never repeats
+                seed=args.seed + first,
+                progress=not args.no_progress,
+                workers=args.workers,
+                cpu_gemm=args.cpu_gemm,
+            )
+            writer.write(hyps, render(hyps, info.vocab, post), sources.text, sources.references, first)
+            done += len(hyps)
+            generated += sum(len(nbest[0].tokens) + 1 for nbest in hyps if nbest)
+            if first:
+                log.info("%d of %d sentences done", done, total)
+    elapsed = time.perf_counter() - start
+    log.info(
+        "decoded %d sentences, %d tokens (best hyps, </s> incl.) in %.1fs: %.1f sent/s, %.1f tok/s",
+        done, generated, elapsed, done / max(elapsed, 1e-9), generated / max(elapsed, 1e-9),
+    )  # fmt: skip
     return 0
+
+
+def _warn_if_unknown(sources: Sources) -> None:
+    if sources.tokens and sources.unk_tokens / sources.tokens > 0.05:
+        log.warning(
+            "%s: %.1f%% of source tokens are <unk>: is the input segmented with the training BPE/SPM?",
+            sources.origin,
+            100 * sources.unk_tokens / sources.tokens,
+        )

@@ -6,14 +6,16 @@ Sources are either subword text (one sentence per line, already BPE'd/SentencePi
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline_lib.data.indexed import IndexedDataset, dataset_exists, load_meta, split_prefix
-from pipeline_lib.data.textio import decode_line, read_lines
+from pipeline_lib.data.textio import count_lines, decode_line, read_lines
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import CheckpointError, ConfigError, InputError
 
@@ -80,6 +82,72 @@ def read_text_sources(path: str, vocab: Vocabulary, max_positions: int) -> Sourc
         total += len(seq)
         ids.append(seq)
     return Sources(ids, lines, None, unk, total, path)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` (0 <= K < N): the K-th of N contiguous, near-equal parts of the input."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N, e.g. 0/4; got {text!r}") from None
+    if not 0 <= k < n:
+        raise argparse.ArgumentTypeError(f"{text}: need 0 <= K < N")
+    return k, n
+
+
+def shard_range(lines: int, shard: tuple[int, int] | None) -> tuple[int, int]:
+    """[start, stop) line indices of a shard: N contiguous parts whose sizes differ by at most one."""
+    if shard is None:
+        return 0, lines
+    k, n = shard
+    return k * lines // n, (k + 1) * lines // n
+
+
+def _lines_in_range(path: str, start: int, stop: int) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of lines [start, stop) of ``path``, strictly decoded."""
+    for lineno, line in enumerate(read_lines(path), 1):
+        if lineno > stop:
+            return
+        if lineno > start:
+            yield lineno, line
+
+
+def iter_text_sources(
+    path: str,
+    vocab: Vocabulary,
+    max_positions: int,
+    shard: tuple[int, int] | None,
+    chunk_lines: int,
+) -> tuple[int, Iterator[tuple[int, Sources]]]:
+    """(sentences in the shard, chunks of at most ``chunk_lines`` as (first id, Sources)).
+
+    Every line of the shard is validated before the first chunk is yielded (bad input fails before
+    any decoding), then the file is read again chunk by chunk, so memory does not grow with the input.
+    Ids count from the start of the shard.
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: input file not found")
+    start, stop = shard_range(count_lines(path), shard)
+    for lineno, line in _lines_in_range(path, start, stop):
+        _check_length(len(line.split()), max_positions, f"{path}:{lineno}")
+
+    def chunks() -> Iterator[tuple[int, Sources]]:
+        buffer: list[str] = []
+        first = 0
+        for lineno, line in _lines_in_range(path, start, stop):
+            buffer.append(line)
+            if len(buffer) == chunk_lines or lineno == stop:
+                yield first, _encode(buffer, vocab, f"{path}:{start + first + 1}-{lineno}")
+                first += len(buffer)
+                buffer = []
+
+    return stop - start, chunks()
+
+
+def _encode(lines: list[str], vocab: Vocabulary, origin: str) -> Sources:
+    ids = [vocab.encode(line.split()) for line in lines]
+    unk = sum(seq.count(vocab.unk) for seq in ids)
+    return Sources(ids, lines, None, unk, sum(len(seq) for seq in ids), origin)
 
 
 def read_binarized_sources(

@@ -14,11 +14,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -57,66 +56,87 @@ def render(hyps: list[list[Hypothesis]], vocab: Vocabulary, post: Postprocess) -
     return Rendered(subword, text)
 
 
-@contextmanager
-def _open(group: AtomicGroup, path: str) -> Iterator[IO[str]]:
-    if path == "-":
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    with open(group.tmp_for(Path(path)), "w", encoding="utf-8", newline="\n") as handle:
-        yield handle
-
-
 def _fmt(x: float) -> str:
     return f"{x:.4f}" if math.isfinite(x) else str(x)
 
 
-def write_outputs(
-    hyps: list[list[Hypothesis]],
-    rendered: Rendered,
-    sources: list[str],
-    references: list[str] | None,
-    *,
-    output: str,
-    output_subword: str | None = None,
-    output_generate: str | None = None,
-    output_jsonl: str | None = None,
-) -> None:
-    """Write every requested file as a tmp file; all are renamed into place together at the end."""
-    with AtomicGroup() as group:
-        with _open(group, output) as f:
-            for nbest in rendered.text:
-                f.writelines(line + "\n" for line in nbest)
-        if output_subword:
-            with _open(group, output_subword) as f:
-                for nbest in rendered.subword:
-                    f.writelines(line + "\n" for line in nbest)
-        if output_generate:
-            with _open(group, output_generate) as f:
-                for i, nbest in enumerate(hyps):
-                    f.write(f"S-{i}\t{sources[i]}\n")
-                    if references is not None:
-                        f.write(f"T-{i}\t{references[i]}\n")
-                    for h, sub, txt in zip(nbest, rendered.subword[i], rendered.text[i], strict=True):
-                        score = _fmt(h.score / LN2)
-                        f.write(f"H-{i}\t{score}\t{sub}\n")
-                        f.write(f"D-{i}\t{score}\t{txt}\n")
-                        f.write(f"P-{i}\t{' '.join(_fmt(p / LN2) for p in h.positional_scores)}\n")
-        if output_jsonl:
-            with _open(group, output_jsonl) as f:
-                for i, nbest in enumerate(hyps):
-                    record: dict = {"id": i, "source": sources[i]}
-                    if references is not None:
-                        record["reference"] = references[i]
-                    record["nbest"] = [
-                        {
-                            "tokens": sub,
-                            "text": txt,
-                            "score": h.score,
-                            "logprob": h.logprob,
-                            "length": len(h.tokens) + 1,
-                            "positional_scores": h.positional_scores,
-                        }
-                        for h, sub, txt in zip(nbest, rendered.subword[i], rendered.text[i], strict=True)
-                    ]
-                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+class OutputWriter:
+    """Every requested output file, written chunk by chunk into tmp files that are renamed into place
+    together when the writer closes without error (a failed or killed run leaves no partial file)."""
+
+    def __init__(
+        self,
+        *,
+        output: str,
+        output_subword: str | None = None,
+        output_generate: str | None = None,
+        output_jsonl: str | None = None,
+    ) -> None:
+        self._group = AtomicGroup()
+        self._files: dict[str, IO[str]] = {}
+        self._stack = contextlib.ExitStack()
+        self._paths = {
+            "text": output,
+            "subword": output_subword,
+            "generate": output_generate,
+            "jsonl": output_jsonl,
+        }
+
+    def __enter__(self) -> OutputWriter:
+        self._stack.enter_context(self._group)
+        for kind, path in self._paths.items():
+            if path == "-":
+                self._files[kind] = sys.stdout
+            elif path:
+                handle = open(self._group.tmp_for(Path(path)), "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+                self._files[kind] = self._stack.enter_context(handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> bool | None:
+        sys.stdout.flush()
+        return self._stack.__exit__(*exc_info)
+
+    def write(
+        self,
+        hyps: list[list[Hypothesis]],
+        rendered: Rendered,
+        sources: list[str],
+        references: list[str] | None,
+        first_id: int = 0,
+    ) -> None:
+        """One chunk of sentences, numbered from ``first_id`` in the generate and JSONL outputs."""
+        files = self._files
+        for nbest in rendered.text:
+            files["text"].writelines(line + "\n" for line in nbest)
+        if "subword" in files:
+            for nbest in rendered.subword:
+                files["subword"].writelines(line + "\n" for line in nbest)
+        if "generate" in files:
+            f = files["generate"]
+            for k, nbest in enumerate(hyps):
+                i = first_id + k
+                f.write(f"S-{i}\t{sources[k]}\n")
+                if references is not None:
+                    f.write(f"T-{i}\t{references[k]}\n")
+                for h, sub, txt in zip(nbest, rendered.subword[k], rendered.text[k], strict=True):
+                    score = _fmt(h.score / LN2)
+                    f.write(f"H-{i}\t{score}\t{sub}\n")
+                    f.write(f"D-{i}\t{score}\t{txt}\n")
+                    f.write(f"P-{i}\t{' '.join(_fmt(p / LN2) for p in h.positional_scores)}\n")
+        if "jsonl" in files:
+            for k, nbest in enumerate(hyps):
+                record: dict = {"id": first_id + k, "source": sources[k]}
+                if references is not None:
+                    record["reference"] = references[k]
+                record["nbest"] = [
+                    {
+                        "tokens": sub,
+                        "text": txt,
+                        "score": h.score,
+                        "logprob": h.logprob,
+                        "length": len(h.tokens) + 1,
+                        "positional_scores": h.positional_scores,
+                    }
+                    for h, sub, txt in zip(nbest, rendered.subword[k], rendered.text[k], strict=True)
+                ]
+                files["jsonl"].write(json.dumps(record, ensure_ascii=False) + "\n")

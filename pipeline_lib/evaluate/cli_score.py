@@ -46,6 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_skip_argument(p)
     p.add_argument(
+        "--lang",
+        help="language of hypothesis and reference (ISO 639-1, e.g. fr; default: the reference file's "
+        "suffix, as in test.fr); METEOR's Snowball stemmer is that language's, and its WordNet synonym "
+        "module runs only for en",
+    )
+    p.add_argument(
         "--no-wordnet",
         action="store_true",
         help="METEOR without the WordNet synonym module even if WordNet data is installed",
@@ -79,7 +85,19 @@ def _tokenized_inputs(
     return hyp_tok, ref_tok, sources
 
 
+def _lang_from_suffix(path: str) -> str | None:
+    """The language of a ``{name}.{xx}`` file (the corpus naming convention), else None."""
+    suffix = Path(path).suffix.lstrip(".")
+    return suffix if len(suffix) == 2 and suffix.isalpha() and suffix.islower() else None
+
+
 def score_system(args: argparse.Namespace) -> dict[str, Any]:
+    lang = args.lang or _lang_from_suffix(args.ref)
+    if "meteor" in (args.metrics or ALL_METRICS) and not lang:
+        raise ConfigError(
+            f"METEOR needs --lang (the target language picks its stemmer; {args.ref} has no .xx language "
+            "suffix to take it from); or leave meteor out of --metrics"
+        )
     # Read and validate everything before computing anything: bad input fails early.
     refs = read_segments(args.ref, allow_empty=False)
     hyps = read_segments(args.hyp)
@@ -105,7 +123,7 @@ def score_system(args: argparse.Namespace) -> dict[str, Any]:
     if "meteor" in wanted:
         from pipeline_lib.evaluate.meteor import meteor
 
-        scores["meteor"] = meteor(hyps, refs, use_wordnet=not args.no_wordnet)
+        scores["meteor"] = meteor(hyps, refs, lang=lang, use_wordnet=not args.no_wordnet)
     for name, value in scores.items():
         log.info(
             "%s %s = %.2f (%s)", args.system or Path(args.hyp).stem, name, value["score"], value["signature"]

@@ -1,9 +1,15 @@
 """Admin (Liu et al. 2020): profiling ω, the closed form, profile files, and folding into post-LN.
 
-Profiling, as the reference code does it (see REFERENCE.md): the model is built with every ω = 1
-and runs one training batch forward and backward in train mode. Each stack keeps a running total
-starting at 1.0; walking its sub-layers in forward order, ω_i = sqrt(total), then
-total += Var[branch_i output] (whole tensor, float32).
+Profiling (see REFERENCE.md): the model runs one training batch forward and backward in train mode.
+Each stack keeps a running total starting at 1.0 and walks its sub-layers in forward order, with
+ω_i = sqrt(total) set before sub-layer i runs. Two recursions for the next total:
+
+- ``reference`` (default), as the reference code computes it, measured as the stream flows:
+  total = Var[x_i · ω_i] + Var[f_i(x_i)], x_i the sub-layer's input (the embedding output for the
+  first one, an LN output after that). Population variance over the whole float32 tensor.
+- ``cumulative``: total += Var[f_i], i.e. ω_i = sqrt(1 + Σ_{j<i} Var f_j), with every ω = 1 while
+  measuring. The two differ where Var x_i ≠ 1: at the first sub-layer (embedding variance ≈ 1.5 with
+  sqrt(d)-scaled embeddings plus sinusoidal positions), and through ω's effect on later sub-layers.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from pipeline_lib.errors import CheckpointError
 from pipeline_lib.model.config import ModelConfig
@@ -27,6 +33,7 @@ from pipeline_lib.model.transformer import Stack, TransformerModel
 
 PROFILE_FORMAT = "deepnmt-admin-profile/1"
 STACKS = ("encoder", "decoder")
+RECURSIONS = ("reference", "cumulative")
 
 
 @dataclass
@@ -36,16 +43,20 @@ class AdminProfile:
     model_config: dict[str, Any]
     omegas: dict[str, list[float]]
     method: str  # "profiled" | "closed_form"
-    variances: dict[str, list[float]] = field(default_factory=dict)
+    variances: dict[str, list[float]] = field(default_factory=dict)  # Var f_i per sub-layer
     batch: dict[str, int] = field(default_factory=dict)
+    recursion: str | None = None  # for method "profiled": one of RECURSIONS
+    residual_variances: dict[str, list[float]] = field(default_factory=dict)  # Var[x_i · ω_i]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format": PROFILE_FORMAT,
             "method": self.method,
+            "recursion": self.recursion,
             "model_config": self.model_config,
             "omegas": self.omegas,
             "variances": self.variances,
+            "residual_variances": self.residual_variances,
             "batch": self.batch,
         }
 
@@ -73,7 +84,12 @@ class AdminProfile:
         if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
             raise CheckpointError(f"{path} is not an Admin profile (expected format {PROFILE_FORMAT!r})")
         try:
-            return cls(data["model_config"], data["omegas"], data["method"], data["variances"], data["batch"])
+            return cls(
+                data["model_config"], data["omegas"], data["method"], data["variances"], data["batch"],
+                # profiles written before the reference recursion existed used the cumulative one
+                data.get("recursion", "cumulative" if data["method"] == "profiled" else None),
+                data.get("residual_variances", {}),
+            )  # fmt: skip
         except KeyError as exc:
             raise CheckpointError(f"Admin profile {path} lacks the key {exc}") from exc
 
@@ -115,6 +131,7 @@ def closed_form_profile(config: ModelConfig) -> AdminProfile:
 
 
 def omegas_from_variances(variances: list[float]) -> list[float]:
+    """The cumulative recursion: ω_i = sqrt(1 + Σ_{j<i} Var f_j)."""
     omegas, total = [], 1.0
     for variance in variances:
         omegas.append(math.sqrt(total))
@@ -122,20 +139,49 @@ def omegas_from_variances(variances: list[float]) -> list[float]:
     return omegas
 
 
+class _StreamRecorder:
+    """One stack's walk for the reference recursion: sets ω_i = sqrt(total) as sub-layer i starts,
+    records Var[x_i · ω_i] and Var[f_i], and carries total = their sum to the next sub-layer."""
+
+    def __init__(self) -> None:
+        self.total = 1.0
+        self.omegas: list[float] = []
+        self.residual: list[float] = []
+        self.branch: list[float] = []
+
+    def before(self, connection: AdminConnection, inputs: tuple[Any, ...]) -> None:
+        omega = math.sqrt(self.total)
+        connection.omega.data.fill_(omega)
+        self.omegas.append(omega)
+        x = inputs[0].detach().float()
+        self.residual.append((x * omega).var(correction=0).item())
+
+    def after(self, output: Tensor) -> None:
+        self.branch.append(output.detach().float().var(correction=0).item())
+        if len(self.residual) == len(self.branch):  # the reference recursion measured x_i · ω_i
+            self.total = self.residual[-1] + self.branch[-1]
+
+
 def profile_model(
-    model: TransformerModel, run_batch: Callable[[TransformerModel], Tensor], batch_info: dict[str, int]
+    model: TransformerModel,
+    run_batch: Callable[[TransformerModel], Tensor],
+    batch_info: dict[str, int],
+    recursion: str = "reference",
 ) -> AdminProfile:
-    """Measure branch variances with every ω = 1; ``run_batch`` returns the batch's loss."""
-    variances: dict[str, list[float]] = {name: [] for name in STACKS}
+    """Run one batch (``run_batch`` returns its loss) forward and backward and derive ω per sub-layer."""
+    if recursion not in RECURSIONS:
+        raise ValueError(f"unknown Admin recursion {recursion!r}; expected one of {RECURSIONS}")
+    recorders = {name: _StreamRecorder() for name in STACKS}
     handles = []
     for name in STACKS:
+        recorder = recorders[name]
         for connection in _admin_connections(getattr(model, name)):
             connection.omega.data.fill_(1.0)
-
-            def record(_module: nn.Module, _inputs: Any, output: Tensor, name: str = name) -> None:
-                variances[name].append(output.detach().float().var().item())
-
-            handles.append(connection.branch_output.register_forward_hook(record))
+            if recursion == "reference":
+                handles.append(connection.register_forward_pre_hook(lambda m, i, r=recorder: r.before(m, i)))
+            handles.append(
+                connection.branch_output.register_forward_hook(lambda m, i, out, r=recorder: r.after(out))
+            )
     was_training = model.training
     model.train()
     try:
@@ -144,10 +190,21 @@ def profile_model(
     finally:
         for handle in handles:
             handle.remove()
+        for name in STACKS:  # the model is left as it came (apply_profile sets the values)
+            for connection in _admin_connections(getattr(model, name)):
+                connection.omega.data.fill_(1.0)
         model.zero_grad(set_to_none=True)
         model.train(was_training)
-    omegas = {name: omegas_from_variances(values) for name, values in variances.items()}
-    return AdminProfile(model.config.to_dict(), omegas, "profiled", variances, batch_info)
+    variances = {name: r.branch for name, r in recorders.items()}
+    if recursion == "reference":
+        omegas = {name: r.omegas for name, r in recorders.items()}
+        residual = {name: r.residual for name, r in recorders.items()}
+    else:
+        omegas = {name: omegas_from_variances(values) for name, values in variances.items()}
+        residual = {}
+    return AdminProfile(
+        model.config.to_dict(), omegas, "profiled", variances, batch_info, recursion, residual
+    )
 
 
 def apply_profile(model: TransformerModel, profile: AdminProfile) -> None:

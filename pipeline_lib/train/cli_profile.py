@@ -16,7 +16,7 @@ import torch
 
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import ConfigError, InputError
-from pipeline_lib.model.admin import closed_form_profile, profile_model
+from pipeline_lib.model.admin import RECURSIONS, closed_form_profile, profile_model
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.transformer import build_model
@@ -40,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--closed-form", action="store_true", help="admin-torch's formula instead of a profiling pass"
+    )
+    parser.add_argument(
+        "--recursion",
+        choices=RECURSIONS,
+        default="reference",
+        help="reference: next total = Var[x_i·ω_i] + Var[f_i], measured as the stream flows (the reference "
+        "code); cumulative: ω_i = sqrt(1 + Σ_{j<i} Var f_j) with every ω = 1",
     )
     add_model_arguments(parser)
 
@@ -72,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             return loss / batch.ntokens
 
         info = {"sentences": batch.nsentences, "target_tokens": batch.ntokens, "seed": args.seed}
-        profile = profile_model(model, run_batch, info)
+        profile = profile_model(model, run_batch, info, args.recursion)
     profile.save(args.output)
     log.info("wrote %s (%s): %s", args.output, profile.method, json.dumps(profile.omegas)[:300])
     return 0

@@ -35,7 +35,13 @@ def flags(pairs: Pairs) -> str:
 
 
 # Recipe keys the workflow itself reads (averaging, profiling), not passed to `train`.
-WORKFLOW_RECIPE_KEYS = ("average_last", "average_kind", "profile_max_tokens", "admin_closed_form")
+WORKFLOW_RECIPE_KEYS = (
+    "average_last",
+    "average_kind",
+    "profile_max_tokens",
+    "admin_closed_form",
+    "admin_recursion",
+)
 
 
 def recipe_value(value: Any) -> Any:
@@ -219,6 +225,7 @@ class Commands:
             ("seed", self.plan.experiments[name].get("seed", 1)),
             ("label-smoothing", rec.get("label_smoothing")),
             ("closed-form", bool(rec.get("admin_closed_form"))),
+            ("recursion", None if rec.get("admin_closed_form") else rec.get("admin_recursion", "reference")),
             ("output", self.plan.admin_profile(name)),
         ]
         return flags([*self.model(name), *pairs])
@@ -259,12 +266,14 @@ class Commands:
         ]
         return flags(pairs)
 
-    def backtranslate(self, bt: str, outputs: dict[str, str], threads: int) -> str:
+    def backtranslate(self, bt: str, shard: int, outputs: dict[str, str], threads: int) -> str:
         spec = self.plan.backtranslation[bt]
         rev = spec["reverse_model"]
         pairs = [
             ("checkpoint", f"{self.plan.exp_dir(rev)}/checkpoint_avg.pt"),
             ("input", self.plan.bt_mono(bt)),
+            ("shard", f"{shard}/{spec['shards']}"),
+            ("buffer-lines", spec["buffer_lines"]),
             ("output", outputs["text"]),
             ("output-subword", outputs["bpe"]),
             *self.decoding(spec["decoding"]),
@@ -280,12 +289,12 @@ class Commands:
         return flags(
             [
                 ("real-dir", self.plan.data_dir(spec["dataset"], "bpe")),
-                ("synthetic-src", f"{self.plan.workdir}/backtranslation/{bt}/synthetic.bpe"),
+                ("synthetic-src", self.plan.bt_shard_files(bt)),
                 ("out-dir", self.plan.data_dir(f"bt-{bt}", "bpe")),
                 *self._langs(spec["dataset"]),
                 ("mono-tgt", self.plan.bt_mono(bt)),
                 ("upsample-real", spec.get("upsample_real", 1)),
-                ("no-tag", not spec.get("tagged", True)),
+                ("no-tag", not spec["tagged"]),
             ]
         )
 
@@ -309,6 +318,7 @@ class Commands:
                 ("output", self.plan.result(name, f"{split}.score.json")),
                 ("ref", self.plan.reference(name, split)),
                 ("system", name),
+                ("lang", self.plan.exp_langs(name)[1]),
                 *self._tokenized_reference(name, split),
                 ("metrics", self.plan.evaluation.get("metrics")),
                 ("skip-if-diverged", self.plan.status_file(name)),

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.workflow.cli_check_config import check
+from pipeline_lib.workflow.plan import Plan
 
 _JOB = re.compile(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n?)*)", re.M)
 _RESOURCES = re.compile(r"^\s+resources: (.*)$", re.M)
@@ -78,7 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check([Path(f) for f in args.configfile], Path("."))  # a located error before snakemake's generic one
+    plan = check(
+        [Path(f) for f in args.configfile], Path(".")
+    )  # a located error before snakemake's generic one
     snakemake = Path(sys.executable).parent / "snakemake"
     cmd = [
         str(snakemake) if snakemake.exists() else "snakemake",
@@ -92,4 +95,28 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     rules = parse_dry_run(proc.stdout)
     print(render(rules, f"`snakemake -n {args.target} --configfile {' '.join(args.configfile)}`"))
+    print(render_batches(plan))
     return 0
+
+
+def effective_batch(plan: Plan, name: str) -> tuple[int, int, int, int]:
+    """(GPUs, max tokens per GPU, update_freq, target tokens per update) of an experiment's training;
+    a CPU job (gpu 0 or unset) counts as one worker."""
+    recipe = plan.recipe(name)
+    gpus = int(plan.resources(name, "train").get("gpu") or 0)
+    max_tokens, update_freq = recipe["max_tokens"], recipe.get("update_freq", 1)
+    return gpus, max_tokens, update_freq, max(gpus, 1) * max_tokens * update_freq
+
+
+def render_batches(plan: Plan) -> str:
+    lines = [
+        "Effective batch per experiment (max tokens x update_freq x GPUs, an upper bound: batches",
+        "are filled up to max tokens):",
+        "",
+        "| experiment | GPUs | max tokens per GPU | update_freq | tokens per update |",
+        "| :--- | ---: | ---: | ---: | ---: |",
+    ]
+    for name in plan.experiments:
+        gpus, max_tokens, update_freq, total = effective_batch(plan, name)
+        lines.append(f"| {name} | {gpus} | {max_tokens:,} | {update_freq} | {total:,} |")
+    return "\n".join(lines) + "\n"

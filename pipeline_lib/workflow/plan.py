@@ -200,6 +200,11 @@ class Plan:
         """preprocess's marker: it writes the <split>.ref.<lang> references with the tokenized text."""
         return f"{self.data_dir(ds, 'tok')}/meta.json"
 
+    def bt_shard_files(self, bt: str, suffix: str = "bpe") -> list[str]:
+        """The back-translated shards of ``bt`` in input order (their concatenation is the synthetic side)."""
+        n = self.backtranslation[bt]["shards"]
+        return [f"{self.workdir}/backtranslation/{bt}/shard{k}-of-{n}.{suffix}" for k in range(n)]
+
     def bt_mono(self, bt: str) -> str:
         """Subword-segmented monolingual target text (written by apply_bpe next to its meta.json)."""
         ds = self.backtranslation[bt]["dataset"]

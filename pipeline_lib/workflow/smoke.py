@@ -6,8 +6,10 @@ rule of the paper config, and changes only sizes:
 
 * every width becomes ``d_model``/``ffn_dim``/``heads`` of the smoke section (depths stay: a 60-layer
   encoder is still built, profiled, trained, averaged and decoded);
-* every recipe trains ``max_epoch`` epochs of at most ``max_tokens`` tokens, ``update_freq`` 1, with
-  at most ``warmup_updates`` of warm-up (so that the few updates it has do move the model);
+* every recipe (and every experiment's overrides of these keys) trains ``max_epoch`` epochs of at
+  most ``max_tokens`` tokens, ``update_freq`` 1, with at most ``warmup_updates`` of warm-up (so that
+  the few updates it has do move the model);
+* back-translation runs in at most ``bt_shards`` shards of ``mono_lines`` lines in all;
 * preprocessing keeps the first ``train_lines`` training pairs, BPE learns ``bpe_merges`` merges,
   News Crawl stops after ``mono_lines`` lines;
 * with ``gpu: false`` every GPU/node/launcher resource is dropped (a laptop or a CPU CI machine) and
@@ -41,6 +43,19 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
         recipe["average_last"] = min(recipe.get("average_last", 1), smoke["max_epoch"])
         if not smoke["gpu"]:
             recipe["amp"] = "none"
+    for exp in out["experiments"].values():
+        overrides = exp.get("overrides", {})
+        shrunk = {"max_epoch": smoke["max_epoch"], "max_tokens": smoke["max_tokens"], "update_freq": 1}
+        overrides.update({k: v for k, v in shrunk.items() if k in overrides})
+        overrides.pop("max_update", None)
+        if "warmup_updates" in overrides:
+            overrides["warmup_updates"] = min(overrides["warmup_updates"], smoke["warmup_updates"])
+        if "average_last" in overrides:
+            overrides["average_last"] = min(overrides["average_last"], smoke["max_epoch"])
+        if "amp" in overrides and not smoke["gpu"]:
+            overrides["amp"] = "none"
+    for bt in out.get("backtranslation", {}).values():
+        bt["shards"] = min(bt.get("shards", 1), smoke["bt_shards"])
     for ds in out["datasets"].values():
         ds.setdefault("preprocess", {})["max_train_lines"] = smoke["train_lines"]
         if ds.get("subword", {}).get("kind", "bpe") == "bpe":

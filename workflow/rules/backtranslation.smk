@@ -1,16 +1,21 @@
 # Back-translation (Table 4): the reverse model (an experiment with direction: reverse) translates
-# the held-out target-side monolingual text; the synthetic pairs join the real bitext as the
-# pseudo-dataset bt-<name>, which `binarize` and `train_backtranslation` then use.
+# the target-side monolingual text in `shards` contiguous parts, one job each (streamed in chunks of
+# `buffer_lines`); the synthetic pairs join the real bitext as the pseudo-dataset bt-<name>, which
+# `binarize` and `train_backtranslation` then use.
 
 
 rule translate_backtranslation:
     input:
         unpack(bt_translate_inputs),
     output:
-        bpe=f"{W}/backtranslation/{{bt}}/synthetic.bpe",
-        text=f"{W}/backtranslation/{{bt}}/synthetic.txt",
+        bpe=f"{W}/backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.bpe",
+        text=f"{W}/backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.txt",
     log:
-        "logs/translate_backtranslation/{bt}.log",
+        "logs/translate_backtranslation/{bt}/shard{shard}-of-{shards}.log",
+    wildcard_constraints:
+        bt=regex(list(PLAN.backtranslation)),
+        shard=r"\d+",
+        shards=r"\d+",
     conda:
         CONDA_ENV
     threads: config["threads"]["translate"]
@@ -19,7 +24,9 @@ rule translate_backtranslation:
         mem_mb=4000,
         runtime=240,
     params:
-        args=lambda wc, output, threads: CMD.backtranslate(wc.bt, output, threads),
+        args=lambda wc, output, threads: CMD.backtranslate(
+            wc.bt, int(wc.shard), output, threads
+        ),
     shell:
         "python -m pipeline_lib translate {params.args} > {log:q} 2>&1"
 
@@ -27,7 +34,7 @@ rule translate_backtranslation:
 rule bt_mix:
     input:
         real=lambda wc: PLAN.bpe_marker(PLAN.backtranslation[wc.bt]["dataset"]),
-        synthetic=f"{W}/backtranslation/{{bt}}/synthetic.bpe",
+        synthetic=lambda wc: PLAN.bt_shard_files(wc.bt),
     output:
         f"{W}/data/bt-{{bt}}/bpe/meta.json",
     log:
