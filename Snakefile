@@ -6,7 +6,7 @@
 # Stages are `python -m pipeline_lib <stage>`; the rules only wire files together.
 
 
-from snakemake.exceptions import WorkflowError
+import sys
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.workflow.config_files import load_mapping
@@ -18,7 +18,7 @@ if not workflow.overwrite_configfiles:
     try:
         load_mapping("config.yaml")
     except ConfigError as exc:
-        raise WorkflowError(str(exc)) from None
+        sys.exit(f"error: {exc}")
 
     configfile: "config.yaml"
 

@@ -67,6 +67,7 @@ def test_snakefile_names_the_line_of_a_broken_default_config(tmp_path: Path):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert re.search(r"config\.yaml:3:1: YAML syntax error.*began at line 2", out), out[-2000:]
+    assert 'File "' not in out and "Traceback" not in out
 
 
 def test_a_non_mapping_config_is_named(tmp_path: Path):
@@ -103,6 +104,7 @@ def test_snakemake_error_points_at_the_line_of_the_key(tmp_path: Path, name: str
     assert m, out[-2000:]
     assert key_path_at(bad.read_text(encoding="utf-8"), int(m.group(1))) == key
     assert m.group(2).startswith(key)
+    assert 'File "' not in out and "Traceback" not in out  # one clear message, no traceback
 
 
 def test_the_last_file_that_sets_a_key_is_named(tmp_path: Path):

@@ -11,6 +11,7 @@ from pipeline_lib.cli import main
 from pipeline_lib.data.detok import moses_detokenize, postprocess_subwords, restore_text
 from pipeline_lib.data.indexed import IndexedDataset, ParallelCorpus, load_meta
 from pipeline_lib.data.vocab import Vocabulary
+from pipeline_lib.report.tables import render_data
 
 EN = [
     "Hello, world! This is a well-known test of the tokenizer.",
@@ -391,3 +392,25 @@ def test_valid_carved_from_train_has_references(tmp_path: Path) -> None:
     assert _read(tok / "valid.ref.en") == ["line number 3", "line number 6", "line number 9"]
     assert _read(tok / "valid.ref.fr") == ["ligne 3", "ligne 6", "ligne 9"]
     assert len(_read(tok / "train.en")) == 6
+
+
+def test_cleaning_more_than_a_fifth_is_warned_in_log_meta_and_report(tmp_path: Path, caplog) -> None:
+    raw, tok = tmp_path / "raw", tmp_path / "tok"
+    # 10 pairs: 3 fail the 1.5 length ratio (30% > 20%)
+    _write(raw / "train.en", ["a b c"] * 7 + ["one"] * 3)
+    _write(raw / "train.fr", ["x y z"] * 7 + ["un deux trois quatre"] * 3)
+    with caplog.at_level("WARNING"):
+        assert _pp(raw, tok) == 0
+    meta = json.loads((tok / "meta.json").read_text())["splits"]["train"]
+    assert meta["warning"].startswith(
+        "cleaning removed 3 of 10 train pairs (30%, more than 20%), most by ratio (3)"
+    )
+    assert meta["warning"] in caplog.text
+    data = render_data({"mine": str(tok / "meta.json")})
+    assert "| mine | train | 10 | 7 | 3 (30%) | ratio 3 |" in data
+    assert f"- **Warning** (mine): {meta['warning']}." in data
+    # 2 of 10 (20%) is not over the share: no warning
+    _write(raw / "train.en", ["a b c"] * 8 + ["one"] * 2)
+    _write(raw / "train.fr", ["x y z"] * 8 + ["un deux trois quatre"] * 2)
+    assert _pp(raw, tok) == 0
+    assert "warning" not in json.loads((tok / "meta.json").read_text())["splits"]["train"]

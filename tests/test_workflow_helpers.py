@@ -101,6 +101,34 @@ def test_train_log_per_epoch_perplexity(tmp_path: Path):
     assert out.train_ppl[1] == pytest.approx(2 ** ((2.0 * 200 + 5.0 * 100) / 300))
     assert out.train_ppl[2] == pytest.approx(2.0)
     assert out.valid_ppl == {1: 9.5}
+    # the interval records themselves, for curves over updates
+    assert out.train_points == [(2, 4.0), (3, 32.0), (4, 2.0)]
+    assert out.valid_points == [(3, 9.5)] and out.epoch_ends == {1: 3, 2: 4}
+
+
+def test_learning_curves_plot_every_interval_record_over_updates(tmp_path: Path, monkeypatch):
+    """An update-limited run (one epoch, many log intervals) is a curve, not one dot per epoch."""
+    from pipeline_lib.report import plots
+
+    log = tmp_path / "train_log.jsonl"
+    records = [{"kind": "start", "update": 0, "parameters": 10}]
+    records += [{"kind": "train", "epoch": 1, "update": u, "nll_loss": 8.0 - u / 10, "tokens_per_update": 100}
+                for u in range(10, 160, 10)]  # fmt: skip
+    records += [{"kind": "valid", "epoch": 1, "update": 150, "ppl": 40.0}]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    status = tmp_path / "status.json"
+    status.write_text(json.dumps({"status": "completed", "update": 150, "epoch": 1}))
+    info = {"train_log": str(log), "status": str(status), "score": "", "encoder_layers": 2, "decoder_layers": 2,
+            "residual": "pre_ln", "width": "base", "d_model": 64}  # fmt: skip
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    plots.learning_curves({"experiments": {"run": info}}, str(tmp_path / "lc.png"))
+    train_ax, valid_ax = figures[0].axes[:2]
+    assert train_ax.get_xlabel() == "update" == valid_ax.get_xlabel()
+    curve = train_ax.lines[0]
+    assert list(curve.get_xdata()) == list(range(10, 160, 10))
+    assert curve.get_ydata()[0] == pytest.approx(2**7.0)
+    assert list(train_ax.lines[1].get_xdata()) == [150]  # the end of epoch 1, marked
 
 
 def test_no_significance_marks_against_a_diverged_baseline(tmp_path: Path):

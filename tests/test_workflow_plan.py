@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -326,3 +328,22 @@ def test_the_reverse_model_trains_before_the_runs_that_wait_for_it():
     for name in ("enfr_60L12L_admin_bt", "enfr_36L12L_768_admin_bt"):
         assert rev > plan.train_priority(name)
     assert plan.train_priority("enfr_6L6L_admin") < plan.train_priority("enfr_60L12L_admin")
+
+
+def test_logs_live_with_their_configs_results_unless_configured(tmp_path: Path):
+    assert plan_of(DEMO).logs == "results/logs"
+    assert plan_of(ENFR).logs == "results/wmt14_en_fr/logs"
+    assert plan_of({**ENFR, **SMOKE}).logs == "results/wmt14_en_fr/smoke/logs"
+    assert plan_of({**ENFR, "logs": "/scratch/me/logs"}).logs == "/scratch/me/logs"
+    assert plan_of({**ENFR, **SMOKE, "logs": "/scratch/me/logs"}).logs == "/scratch/me/logs/smoke"
+    # the rules write there: a dry run's job logs
+    cfg = tmp_path / "logs.yaml"
+    cfg.write_text(yaml.safe_dump({**DEMO, "logs": "elsewhere/logs"}))
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "snakemake"), "-n", "-s", str(REPO / "Snakefile"), "--directory",
+         str(tmp_path), "all", "--configfile", str(cfg)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    logs = re.findall(r"^\s+log: (\S+)", proc.stdout, re.M)
+    assert logs and all(path.startswith("elsewhere/logs/") for path in logs), logs[:5]

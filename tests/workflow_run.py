@@ -4,7 +4,7 @@ profiles/slurm).
 
 The run directory holds only ``config.yaml`` (tests/data/config.tiny.yaml with its data path made
 absolute, optionally edited); Snakemake reads the Snakefile from the repository and writes
-``work/``, ``results/``, ``logs/`` and ``.snakemake/`` under the run directory.
+``work/``, ``results/`` (logs in ``results/logs/``) and ``.snakemake/`` under the run directory.
 """
 
 from __future__ import annotations

@@ -48,6 +48,24 @@ log = logging.getLogger(__name__)
 EVAL_SPLITS = ("valid", "test")
 
 
+# Cleaning that removes more than this share of a split is worth a look (wrong --ratio for the
+# language pair, misaligned files): warned about in the log, in meta.json and in the report.
+CLEANING_WARNING_SHARE = 0.2
+
+
+def cleaning_warning(split: str, n_in: int, n_out: int, reasons: dict[str, int]) -> str | None:
+    """A warning naming the split, the count and the filter that removed the most, if over the share."""
+    removed = n_in - n_out
+    if not n_in or removed / n_in <= CLEANING_WARNING_SHARE:
+        return None
+    top, count = max(reasons.items(), key=lambda kv: kv[1]) if reasons else ("?", removed)
+    return (
+        f"cleaning removed {removed:,} of {n_in:,} {split} pairs ({100 * removed / n_in:.0f}%, more than "
+        f"{100 * CLEANING_WARNING_SHARE:.0f}%), most by {top} ({count:,}): check --ratio/--min-len/--max-len "
+        f"and that the two sides are aligned"
+    )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-dir", required=True, type=Path, help="directory with raw {split}.{lang} files")
     p.add_argument("--out-dir", required=True, type=Path, help="output directory (tokenized text)")
@@ -257,6 +275,10 @@ def _write(
                 ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none removed",
                 dt,
             )
+            warning = cleaning_warning(sp.name, n_in, n_out, reasons)
+            if warning:
+                stats[sp.name]["warning"] = warning
+                log.warning("%s", warning)
         meta = {
             "stage": "preprocess",
             "src_lang": args.src,

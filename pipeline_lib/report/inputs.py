@@ -75,6 +75,11 @@ class TrainLog:
     train_ppl: dict[int, float] = field(default_factory=dict)  # epoch -> token-weighted ppl
     valid_ppl: dict[int, float] = field(default_factory=dict)
     diverged_epoch: int | None = None
+    # the interval records themselves: (update, perplexity), and the last update of every epoch
+    train_points: list[tuple[int, float]] = field(default_factory=list)
+    valid_points: list[tuple[int, float]] = field(default_factory=list)
+    epoch_ends: dict[int, int] = field(default_factory=dict)  # epoch -> its last logged update
+    diverged_update: int | None = None
 
 
 def read_train_log(path: str | os.PathLike[str]) -> TrainLog:
@@ -109,13 +114,19 @@ def read_train_log(path: str | os.PathLike[str]) -> TrainLog:
                 update = int(rec["update"])
                 tokens = float(rec.get("tokens_per_update", 1.0)) * max(update - prev_update, 1)
                 prev_update = update
+                epoch = int(rec["epoch"])
+                out.epoch_ends[epoch] = max(out.epoch_ends.get(epoch, 0), update)
                 if math.isfinite(rec.get("nll_loss", math.nan)):
-                    nll_sum[int(rec["epoch"])] += rec["nll_loss"] * tokens
-                    tok_sum[int(rec["epoch"])] += tokens
+                    nll_sum[epoch] += rec["nll_loss"] * tokens
+                    tok_sum[epoch] += tokens
+                    out.train_points.append((update, float(2.0 ** min(rec["nll_loss"], 100.0))))
             elif kind == "valid":
                 out.valid_ppl[int(rec["epoch"])] = float(rec["ppl"])
+                if "update" in rec:
+                    out.valid_points.append((int(rec["update"]), float(rec["ppl"])))
             elif kind == "diverged":
                 out.diverged_epoch = int(rec.get("epoch", 0))
+                out.diverged_update = rec.get("update", prev_update)
     for epoch, tokens in tok_sum.items():
         if tokens > 0:
             out.train_ppl[epoch] = float(2.0 ** min(nll_sum[epoch] / tokens, 100.0))

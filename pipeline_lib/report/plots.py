@@ -33,7 +33,11 @@ def _save(fig: Any, path: str) -> None:
 
 
 def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
-    """Train (left) and dev (right) perplexity per epoch, one line per experiment of the tables."""
+    """Train (left) and dev (right) perplexity over updates, one line per experiment of the tables.
+
+    Every interval record of ``train_log.jsonl`` is a point (an update-limited run has as many as
+    its log interval gives, not one per epoch); a square marks the end of each epoch, an x where a
+    run diverged."""
     logs: dict[str, TrainLog] = {}
     labels: dict[str, str] = {}
     for name, info in spec["experiments"].items():
@@ -43,34 +47,42 @@ def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
         labels[name] = model_label(Run(name, info, status, None))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
     colors = {name: f"C{i % 10}" for i, name in enumerate(logs)}  # one colour per run in both panels
-    for ax, attr, title in ((axes[0], "train_ppl", "Training"), (axes[1], "valid_ppl", "Development")):
+    for ax, attr, title in ((axes[0], "train_points", "Training"), (axes[1], "valid_points", "Development")):
         for name, log in logs.items():
-            series = getattr(log, attr)
-            if not series:
+            points = sorted(getattr(log, attr))
+            if not points:
                 continue
-            epochs = sorted(series)
+            updates, ppl = zip(*points, strict=True)
+            ax.plot(updates, ppl, marker="." if len(points) < 60 else None, ms=3, color=colors[name], lw=1.2)
+            ends = [u for u in log.epoch_ends.values() if updates[0] <= u <= updates[-1]]
             ax.plot(
-                epochs, [series[e] for e in epochs], marker="o", ms=3, color=colors[name], label=labels[name]
+                ends, [_at(points, u) for u in ends], ls="", marker="s", ms=4, mfc="none", color=colors[name]
             )
-            if log.diverged_epoch is not None:
-                ax.plot([epochs[-1]], [series[epochs[-1]]], marker="x", ms=9, color=colors[name])
+            if log.diverged_update is not None:
+                ax.plot([updates[-1]], [ppl[-1]], marker="x", ms=9, color=colors[name])
         ax.set_yscale("log")
-        ax.set_xlabel("epoch")
+        ax.set_xlabel("update")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("perplexity")
         ax.set_title(f"{title} perplexity")
         ax.grid(alpha=0.3)
     handles = [
-        Line2D([], [], color=colors[n], marker="o", ms=3, label=labels[n])
+        Line2D([], [], color=colors[n], marker=".", ms=3, label=labels[n])
         for n, log in logs.items()
-        if log.train_ppl or log.valid_ppl
+        if log.train_points or log.valid_points
     ]
     if handles:
         axes[1].legend(handles=handles, fontsize="small")
-    fig.suptitle("Learning curves (x: diverged)")
+    fig.suptitle("Learning curves (□: end of an epoch, x: diverged)")
     fig.tight_layout()
     _save(fig, path)
     return logs
+
+
+def _at(points: list[tuple[int, float]], update: int) -> float:
+    """The perplexity of the last point at or before ``update``."""
+    before = [p for u, p in points if u <= update]
+    return before[-1] if before else points[0][1]
 
 
 def stability_grid(spec: dict[str, Any]) -> dict[tuple[str, str, float], dict[str, Any]]:

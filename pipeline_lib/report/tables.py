@@ -279,6 +279,24 @@ def render_matrix(title: str, path: str, runs: dict[str, Run]) -> list[str]:
     return lines
 
 
+def render_data(metas: dict[str, str]) -> list[str]:
+    """Per dataset and split: pairs in, kept, removed by filter, and preprocess's cleaning warning."""
+    if not metas:
+        return []
+    lines = ["## Data", "", "| dataset | split | pairs in | kept | removed | by filter |", "| :--- | :--- | ---: | ---: | ---: | :--- |"]  # fmt: skip
+    warnings = []
+    for ds, path in metas.items():
+        splits = read_json(path).get("splits", {})
+        for split, st in splits.items():
+            removed = st["input"] - st["kept"]
+            share = f" ({100 * removed / st['input']:.0f}%)" if st["input"] else ""
+            by = ", ".join(f"{k} {v:,}" for k, v in st.get("removed", {}).items()) or "–"
+            lines.append(_row([ds, split, f"{st['input']:,}", f"{st['kept']:,}", f"{removed:,}{share}", by]))
+            if st.get("warning"):
+                warnings.append(f"- **Warning** ({ds}): {st['warning']}.")
+    return [*lines, "", *warnings, *([""] if warnings else [])]
+
+
 def render(spec: dict[str, Any]) -> str:
     runs = {name: load_run(name, info) for name, info in spec["experiments"].items()}
     tables = spec["tables"]
@@ -298,6 +316,7 @@ def render(spec: dict[str, Any]) -> str:
         lines += render_comparison(comp, runs, comp_sig)
     if "significance" in tables and "table3" in sig_paths:
         lines += render_matrix(tables["significance"].get("title", "Table 3"), sig_paths["table3"], runs)
+    lines += render_data(spec.get("data", {}))
     lines += ["## Sources", ""]
     for name, info in spec["experiments"].items():
         lines.append(f"- `{name}`: {model_label(runs[name])}: `{info['score']}`, `{info['status']}`")

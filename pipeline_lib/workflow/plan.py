@@ -37,6 +37,7 @@ class Plan:
         self.config = config = apply_smoke(config)
         self.workdir: str = config["workdir"]
         self.results: str = config["results"]
+        self.logs: str = config.get("logs") or f"{self.results}/logs"
         self.datasets: dict[str, dict[str, Any]] = config["datasets"]
         self.backtranslation: dict[str, dict[str, Any]] = config["backtranslation"]
         self.evaluation: dict[str, Any] = config["evaluation"]
@@ -289,6 +290,7 @@ class Plan:
             "significance": {t: self.significance_file(t) for t in self.significance},
             "alpha": self.evaluation["alpha"],
             "tables_path": f"{self.results}/tables.md",
+            "data": {ds: self.ref_marker(ds) for ds in self.report_datasets()},
         }
         if self.stability:
             spec["stability"] = {
@@ -302,6 +304,10 @@ class Plan:
                 "max_update": self.stability["max_update"],
             }
         return spec
+
+    def report_datasets(self) -> list[str]:
+        """The datasets of the tabled experiments, whose cleaning counts the report shows."""
+        return list(dict.fromkeys(self.eval_dataset(n) for n in self.table_experiments()))
 
     def all_targets(self) -> list[str]:
         targets = [f"{self.results}/tables.md", f"{self.results}/plots/learning_curves.png"]

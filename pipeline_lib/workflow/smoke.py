@@ -34,6 +34,8 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(config)
     out["workdir"] = f"{config['workdir']}/smoke"
     out["results"] = f"{config['results']}/smoke"
+    if config.get("logs"):
+        out["logs"] = f"{config['logs']}/smoke"
     for width in out["widths"].values():
         width.update({k: smoke[k] for k in ("d_model", "ffn_dim", "heads")})
     for recipe in out["recipes"].values():

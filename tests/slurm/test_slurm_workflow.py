@@ -181,7 +181,7 @@ def test_preempted_training_is_retried_and_resumes_exactly(tmp_path: Path, slurm
     assert resumed[0]["checkpoint"].endswith(f"preempted/{LAST}")
     resume_line = next(
         line
-        for line in (work / "logs/train/preempted.log").read_text().splitlines()
+        for line in (work / "results/logs/train/preempted.log").read_text().splitlines()
         if line.startswith("resuming")
     )
     assert resume_line.startswith(f"resuming from work/experiments/preempted/{LAST}: update {update},")

@@ -8,7 +8,7 @@ rule average:
     output:
         f"{W}/experiments/{{exp}}/checkpoint_avg.pt",
     log:
-        "logs/average/{exp}.log",
+        f"{L}/average/{{exp}}.log",
     conda:
         CONDA_ENV
     threads: 1

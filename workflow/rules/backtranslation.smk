@@ -11,7 +11,7 @@ rule translate_backtranslation:
         bpe=f"{W}/backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.bpe",
         text=f"{W}/backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.txt",
     log:
-        "logs/translate_backtranslation/{bt}/shard{shard}-of-{shards}.log",
+        f"{L}/translate_backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.log",
     wildcard_constraints:
         bt=regex(list(PLAN.backtranslation)),
         shard=r"\d+",
@@ -38,7 +38,7 @@ rule bt_mix:
     output:
         f"{W}/data/bt-{{bt}}/bpe/meta.json",
     log:
-        "logs/bt_mix/{bt}.log",
+        f"{L}/bt_mix/{{bt}}.log",
     conda:
         CONDA_ENV
     threads: 1

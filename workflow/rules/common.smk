@@ -1,8 +1,7 @@
 # Config validation, the resolved plan, and the input functions the rules share. The logic lives in
 # pipeline_lib/workflow/ (plain Python, unit-tested); this file only wires it into Snakemake.
+import sys
 from pathlib import Path
-
-from snakemake.exceptions import WorkflowError
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.slurm_launch import TrainShape
@@ -17,10 +16,12 @@ try:
     validate_config(config, load_schema(Path(workflow.basedir) / SCHEMA_FILE))
     PLAN = Plan(config)
 except ConfigError as exc:
-    raise WorkflowError(str(with_location(exc, workflow.configfiles))) from None
+    # One clear line: a WorkflowError would add a traceback line pointing here.
+    sys.exit(f"error: {with_location(exc, workflow.configfiles)}")
 CMD = Commands(PLAN)
 W = PLAN.workdir
 R = PLAN.results
+L = PLAN.logs
 
 
 def res_fn(rule, key, default=None):

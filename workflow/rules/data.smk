@@ -5,7 +5,7 @@ rule prepare_demo:
     output:
         f"{W}/data/{{ds}}/raw/splits.json",
     log:
-        "logs/prepare_demo/{ds}.log",
+        f"{L}/prepare_demo/{{ds}}.log",
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("demo")),
     conda:
@@ -24,7 +24,7 @@ rule prepare_ding:
     output:
         f"{W}/data/{{ds}}/raw/splits.json",
     log:
-        "logs/prepare_ding/{ds}.log",
+        f"{L}/prepare_ding/{{ds}}.log",
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("ding")),
     conda:
@@ -43,7 +43,7 @@ rule download:
     output:
         f"{W}/data/{{ds}}/raw/download.json",
     log:
-        "logs/download/{ds}.log",
+        f"{L}/download/{{ds}}.log",
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("download")),
     conda:
@@ -65,7 +65,7 @@ rule monolingual:
     output:
         f"{W}/data/{{ds}}/raw/mono.{{lang}}",
     log:
-        "logs/monolingual/{ds}.{lang}.log",
+        f"{L}/monolingual/{{ds}}.{{lang}}.log",
     wildcard_constraints:
         ds=regex(PLAN.mono_dataset_names("copy")),
     conda:
@@ -82,7 +82,7 @@ rule download_mono:
     output:
         f"{W}/data/{{ds}}/raw/mono.{{lang}}",
     log:
-        "logs/download_mono/{ds}.{lang}.log",
+        f"{L}/download_mono/{{ds}}.{{lang}}.log",
     wildcard_constraints:
         ds=regex(PLAN.mono_dataset_names("download")),
     conda:
@@ -103,7 +103,7 @@ rule preprocess:
     output:
         f"{W}/data/{{ds}}/tok/meta.json",
     log:
-        "logs/preprocess/{ds}.log",
+        f"{L}/preprocess/{{ds}}.log",
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:

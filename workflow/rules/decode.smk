@@ -11,7 +11,7 @@ rule translate:
         hyp=f"{R}/experiments/{{exp}}/{{split}}.hyp",
         generate=f"{R}/experiments/{{exp}}/{{split}}.generate",
     log:
-        "logs/translate/{exp}.{split}.log",
+        f"{L}/translate/{{exp}}.{{split}}.log",
     wildcard_constraints:
         split="valid|test",
     conda:

@@ -13,7 +13,7 @@ rule score:
             labels={"experiment": "{exp}", "split": "{split}"},
         ),
     log:
-        "logs/score/{exp}.{split}.log",
+        f"{L}/score/{{exp}}.{{split}}.log",
     wildcard_constraints:
         split="valid|test",
     conda:
@@ -34,7 +34,7 @@ rule significance:
     output:
         f"{R}/significance/{{table}}.json",
     log:
-        "logs/significance/{table}.log",
+        f"{L}/significance/{{table}}.log",
     wildcard_constraints:
         table=regex(PLAN.significance),
     conda:
@@ -65,7 +65,7 @@ rule analyze:
             category="Analysis",
         ),
     log:
-        "logs/analyze/analysis.log",
+        f"{L}/analyze/analysis.log",
     conda:
         CONDA_ENV
     threads: 1

@@ -8,7 +8,7 @@ rule profile_admin:
     output:
         f"{W}/experiments/{{exp}}/admin_profile.json",
     log:
-        "logs/profile_admin/{exp}.log",
+        f"{L}/profile_admin/{{exp}}.log",
     wildcard_constraints:
         exp=regex(PLAN.profiled_names()),
     priority: train_priority

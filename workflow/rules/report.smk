@@ -5,7 +5,7 @@ rule report_spec:
     output:
         f"{R}/report_spec.json",
     log:
-        "logs/report/spec.log",
+        f"{L}/report/spec.log",
     conda:
         CONDA_ENV
     params:
@@ -20,10 +20,11 @@ rule report:
         scores=[PLAN.score_file(n) for n in PLAN.table_experiments()],
         status=[PLAN.status_file(n) for n in PLAN.table_experiments()],
         significance=[PLAN.significance_file(t) for t in PLAN.significance],
+        data=[PLAN.ref_marker(ds) for ds in PLAN.report_datasets()],
     output:
         report(f"{R}/tables.md", caption="../report/tables.rst", category="Tables"),
     log:
-        "logs/report/tables.log",
+        f"{L}/report/tables.log",
     conda:
         CONDA_ENV
     threads: 1
@@ -45,7 +46,7 @@ rule learning_curves:
             category="Plots",
         ),
     log:
-        "logs/report/learning_curves.log",
+        f"{L}/report/learning_curves.log",
     conda:
         CONDA_ENV
     threads: 1
@@ -68,7 +69,7 @@ rule stability_map:
         ),
         table=f"{R}/stability_map.md",
     log:
-        "logs/report/stability_map.log",
+        f"{L}/report/stability_map.log",
     conda:
         CONDA_ENV
     threads: 1

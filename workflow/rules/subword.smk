@@ -7,7 +7,7 @@ rule learn_bpe:
     output:
         f"{W}/data/{{ds}}/subword/subword.json",
     log:
-        "logs/learn_bpe/{ds}.log",
+        f"{L}/learn_bpe/{{ds}}.log",
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -29,7 +29,7 @@ rule apply_bpe:
     output:
         f"{W}/data/{{ds}}/bpe/meta.json",
     log:
-        "logs/apply_bpe/{ds}.log",
+        f"{L}/apply_bpe/{{ds}}.log",
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -50,7 +50,7 @@ rule binarize:
     output:
         f"{W}/data/{{ds}}/bin/meta.json",
     log:
-        "logs/binarize/{ds}.log",
+        f"{L}/binarize/{{ds}}.log",
     conda:
         CONDA_ENV
     threads: 1

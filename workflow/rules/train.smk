@@ -10,7 +10,7 @@ rule train:
     output:
         f"{W}/experiments/{{exp}}/status.json",
     log:
-        "logs/train/{exp}.log",
+        f"{L}/train/{{exp}}.log",
     wildcard_constraints:
         exp=regex(PLAN.plain_names()),
     priority: train_priority
@@ -37,7 +37,7 @@ rule train:
 
 use rule train as train_backtranslation with:
     log:
-        "logs/train_backtranslation/{exp}.log",
+        f"{L}/train_backtranslation/{{exp}}.log",
     wildcard_constraints:
         exp=regex(PLAN.bt_names()),
     conda:
