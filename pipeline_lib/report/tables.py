@@ -166,6 +166,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
     names = list(dict.fromkeys([t1["baseline"], *t1["rows"]]))
     rows = [runs[n] for n in names]
     bleu = bleu_metric(rows, t1.get("metric"))
+    other = "bleu" if bleu == "tok_bleu" else "tok_bleu"  # the other BLEU in the last column
     title = t1.get("title", "Table 1")
     lines = [f"## {title}", ""]
     header = [
@@ -175,7 +176,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
         "M↑",
         "BLEU↑" if bleu == "tok_bleu" else "sacreBLEU↑",
         "Δ",
-        "sacreBLEU↑",
+        "sacreBLEU↑" if other == "bleu" else "BLEU↑ (tok)",
     ]
     lines += [_row(header), _row([":---"] + ["---:"] * (len(header) - 1))]
     for run in rows:
@@ -189,7 +190,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
                 fmt(run.metric("meteor")),
                 fmt(run.metric(bleu)) + (sig.mark(run.name) if sig.metric == bleu != "bleu" else ""),
                 _delta(run, base, bleu),
-                fmt(run.metric("bleu")) + (sig.mark(run.name) if sig.metric == "bleu" else ""),
+                fmt(run.metric(other)) + (sig.mark(run.name) if sig.metric == other else ""),
             ]
         lines.append(_row(cells))
     lines.append("")

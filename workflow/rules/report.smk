@@ -9,7 +9,8 @@ rule report_spec:
     conda:
         CONDA_ENV
     params:
-        args=lambda wc, output: CMD.report_spec(output[0]),
+        # a plain string, so that Snakemake's params trigger sees any change of the spec
+        args=CMD.report_spec(f"{R}/report_spec.json"),
     shell:
         "python -m pipeline_lib report {params.args} > {log:q} 2>&1"
 
