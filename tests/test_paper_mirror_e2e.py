@@ -103,9 +103,7 @@ def test_wmt14_en_fr_as_shipped_on_a_mirror(tmp_path: Path):
     assert mix["tag"] is None and len(mix["synthetic_src"]) == 2
     mono_lines = (data / "bpe" / "mono.fr").read_text().count("\n")
     assert mix["synthetic_pairs"] + mix["synthetic_dropped_empty"] == mono_lines > 0
-    logs = sorted(
-        p.name for p in (work.parent.parent / "logs" / "translate_backtranslation" / "newscrawl_fr").iterdir()
-    )
+    logs = sorted(p.name for p in (results / "logs" / "translate_backtranslation" / "newscrawl_fr").iterdir())
     assert logs == ["shard0-of-2.log", "shard1-of-2.log"]
     status = json.loads((work / "experiments" / "enfr_60L12L_admin_bt" / "status.json").read_text())
     assert status["status"] in ("completed", "diverged")
