@@ -88,7 +88,7 @@ def _broken_copy(tmp_path: Path, name: str, mutate) -> Path:
     ("name", "mutate", "key"),
     [
         ("config.wmt14_en_fr.yaml", lambda c: c["recipes"]["enfr"].update(warmup_update=1), "recipes.enfr.warmup_update"),
-        ("config.yaml", lambda c: c["widths"]["d128"].update(d_model=130), "widths.d128.heads"),
+        ("config.yaml", lambda c: c["widths"]["d64"].update(d_model=66), "widths.d64.heads"),
         ("config.yaml", lambda c: c["experiments"]["demo_6L6L_admin"].update(recipe="nope"),
          "experiments.demo_6L6L_admin.recipe"),
         # a missing required key points at the mapping that lacks it

@@ -119,7 +119,8 @@ def test_tiny_workflow_end_to_end(tmp_path: Path):
     for png in ("plots/learning_curves.png", "plots/stability_map.png", "analysis/word_accuracy.png"):
         assert (results / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     stab = (results / "stability_map.md").read_text()
-    assert stab.count("| 2L-2L |") == 2
+    assert "## Post-LN, 2L-2L:" in stab and "## Admin, 2L-2L:" in stab
+    assert stab.count("| 0.002 | ") == 2 and stab.count("| 5 | ") == 2  # one lr row per method
 
     # Nothing left to do: a second run is a no-op.
     again = _snakemake(tmp_path, "all", "-n")

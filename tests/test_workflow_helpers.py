@@ -121,7 +121,7 @@ def test_learning_curves_plot_every_interval_record_over_updates(tmp_path: Path,
     info = {"train_log": str(log), "status": str(status), "score": "", "encoder_layers": 2, "decoder_layers": 2,
             "residual": "pre_ln", "width": "base", "d_model": 64}  # fmt: skip
     figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig))
     plots.learning_curves({"experiments": {"run": info}}, str(tmp_path / "lc.png"))
     train_ax, valid_ax = figures[0].axes[:2]
     assert train_ax.get_xlabel() == "update" == valid_ax.get_xlabel()

@@ -57,19 +57,31 @@ def test_schema_names_an_unknown_key_and_fills_defaults():
     assert cfg["datasets"]["bible_enfr"]["compound_split"] is False
 
 
-def test_stability_grid_expands_method_lr_depth(demo: Plan):
+def test_stability_grid_expands_method_depth_lr_beta2_seed(demo: Plan):
     spec = DEMO["stability_map"]
-    expected = len(spec["methods"]) * len(spec["lrs"]) * len(spec["depths"])
+    seeds, betas = spec.get("seeds", [1]), spec.get("betas2", [None])
+    expected = len(spec["methods"]) * len(spec["lrs"]) * len(spec["depths"]) * len(betas) * len(seeds)
     assert len(demo.stability_runs) == expected
-    run = demo.experiments["stability-admin-12L6L-lr0.005"]
-    assert (run["encoder_layers"], run["decoder_layers"], run["residual"]) == (12, 6, "admin")
-    assert demo.recipe("stability-admin-12L6L-lr0.005")["lr"] == 0.005
-    assert demo.recipe("stability-admin-12L6L-lr0.005")["max_update"] == spec["max_update"]
+    lr, beta2, seed = spec["lrs"][-1], betas[-1], seeds[-1]
+    name = f"stability-admin-6L6L-lr{lr:g}-b{beta2:g}-s{seed}"
+    run = demo.experiments[name]
+    assert (run["encoder_layers"], run["decoder_layers"], run["residual"], run["seed"]) == (
+        6,
+        6,
+        "admin",
+        seed,
+    )
+    recipe = demo.recipe(name)
+    assert recipe["lr"] == lr and recipe["adam_betas"][1] == beta2
+    assert recipe["max_update"] == spec["max_update"]
+    assert recipe["warmup_updates"] == spec.get("warmup_updates", recipe["warmup_updates"]) == 0
+    setup = demo.stability_setup()
+    assert "no warm-up" in setup["setup"] and "stuck" in setup["rule"]["text"]
 
 
 def test_a_listed_experiment_may_not_shadow_a_stability_run():
     cfg = copy.deepcopy(DEMO)
-    cfg["experiments"]["stability-admin-6L6L-lr0.002"] = cfg["experiments"]["demo_6L6L_admin"]
+    cfg["experiments"][next(iter(plan_of(cfg).stability_runs))] = cfg["experiments"]["demo_6L6L_admin"]
     with pytest.raises(ConfigError, match="clashes with a generated stability_map run"):
         plan_of(cfg)
 
@@ -83,7 +95,7 @@ def test_a_listed_experiment_may_not_shadow_a_stability_run():
     (lambda c: c["recipes"]["demo"].update(keep_interval_updates=1), "recipes.demo.keep_interval_updates"),
     (lambda c: c["datasets"]["bible_enfr"].update(tgt="en"), "datasets.bible_enfr.tgt"),
     (lambda c: c["stability_map"].update(width="nope"), "stability_map.width"),
-    (lambda c: c["widths"]["d128"].update(heads=3), "widths.d128.heads"),
+    (lambda c: c["widths"]["d64"].update(heads=3), "widths.d64.heads"),
     (lambda c: c["widths"].update(odd={"arch": "base", "d_model": 100}), "widths.odd.d_model"),
 ])  # fmt: skip
 def test_cross_references_name_the_key(mutate, key):
@@ -112,7 +124,7 @@ def test_recipe_overrides_and_priorities(demo: Plan):
         demo.train_priority(n) for n in ("demo_2L2L_preln_wide", "demo_12L6L_admin", "demo_6L6L_admin")
     )
     assert wide > deep > shallow
-    assert deep == 1 + 500 * 18 * 128**2 // 10**6
+    assert deep == 1 + 500 * 18 * 64**2 // 10**6
 
 
 def test_significance_sets_and_report_spec(demo: Plan):
@@ -146,7 +158,7 @@ def test_flags_drop_none_and_false_and_repeat_lists():
 def test_train_command_carries_the_recipe(demo: Plan):
     words = shlex.split(Commands(demo).train("demo_12L6L_admin", threads=2))
     args = dict(zip(words[::2], words[1::2], strict=False))
-    assert words.count("--lr") == 1 and args["--lr"] == "0.002"
+    assert words.count("--lr") == 1 and args["--lr"] == str(DEMO["recipes"]["demo"]["lr"])
     assert args["--encoder-layers"] == "12" and args["--residual"] == "admin"
     assert args["--adam-betas"] == "(0.9, 0.98)" and args["--num-threads"] == "2"
     assert args["--admin-profile"] == "work/experiments/demo_12L6L_admin/admin_profile.json"
@@ -229,7 +241,7 @@ def test_every_recipe_setting_reaches_the_train_command(demo: Plan):
     from pipeline_lib.model.cli_args import model_config_from_args
 
     model = model_config_from_args(args, 100, 100)
-    width = DEMO["widths"]["d128"]
+    width = DEMO["widths"]["d64"]
     assert (model.d_model, model.ffn_dim, model.heads) == (width["d_model"], width["ffn_dim"], width["heads"])
     assert (model.encoder_layers, model.residual, model.dropout) == (6, "admin", recipe["dropout"])
 

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         learning_curves(spec, args.learning_curves)
         log.info("wrote %s", args.learning_curves)
     if args.stability_map or args.stability_table:
-        from pipeline_lib.report.plots import stability_map
+        from pipeline_lib.report.stability import stability_map
 
         if not args.stability_map:
             raise ConfigError("--stability-table goes with --stability-map")

@@ -1,4 +1,4 @@
-"""Learning curves (Admin paper Figure 2 shape) and the stability map (Figure 10 at small scale)."""
+"""Learning curves (Admin paper Figure 2 shape); the stability map is in :mod:`.stability`."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: cluster nodes have no display
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from pipeline_lib.atomic import write_bytes, write_text  # noqa: E402
-from pipeline_lib.model.registry import residual_label  # noqa: E402
+from pipeline_lib.atomic import write_bytes  # noqa: E402
 from pipeline_lib.report.inputs import (  # noqa: E402
     Run,  # noqa: E402
     TrainLog,
@@ -25,7 +23,7 @@ from pipeline_lib.report.inputs import (  # noqa: E402
 from pipeline_lib.report.tables import model_label  # noqa: E402
 
 
-def _save(fig: Any, path: str) -> None:
+def save_figure(fig: Any, path: str) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -75,7 +73,7 @@ def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
         axes[1].legend(handles=handles, fontsize="small")
     fig.suptitle("Learning curves (□: end of an epoch, x: diverged)")
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
     return logs
 
 
@@ -83,68 +81,3 @@ def _at(points: list[tuple[int, float]], update: int) -> float:
     """The perplexity of the last point at or before ``update``."""
     before = [p for u, p in points if u <= update]
     return before[-1] if before else points[0][1]
-
-
-def stability_grid(spec: dict[str, Any]) -> dict[tuple[str, str, float], dict[str, Any]]:
-    stab = spec.get("stability")
-    if not stab:
-        raise ValueError("the report spec has no stability map (config key stability_map)")
-    grid = {}
-    for name, run in stab["runs"].items():
-        status = read_json(run["status"])
-        grid[(run["method"], run["depth"], float(run["lr"]))] = {"name": name, **status}
-    return grid
-
-
-def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None = None) -> None:
-    """One heatmap per method: depth (rows) x learning rate (columns), converged vs diverged."""
-    stab = spec["stability"]
-    grid = stability_grid(spec)
-    methods, depths, lrs = stab["methods"], stab["depths"], [float(x) for x in stab["lrs"]]
-    fig, axes = plt.subplots(
-        1, len(methods), figsize=(3.2 * len(methods) + 1, 0.55 * len(depths) + 2), dpi=120
-    )
-    axes = axes if len(methods) > 1 else [axes]
-    cmap = ListedColormap(["#4caf50", "#e53935"])
-    for ax, method in zip(axes, methods, strict=True):
-        values = [
-            [1.0 if grid[(method, d, lr)]["status"] == "diverged" else 0.0 for lr in lrs] for d in depths
-        ]
-        ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
-        for i in range(len(depths)):
-            for j in range(len(lrs)):
-                ax.text(
-                    j, i, "div" if values[i][j] else "ok", ha="center", va="center", fontsize=8, color="white"
-                )
-        ax.set_xticks(range(len(lrs)))
-        ax.set_xticklabels([f"{lr:g}" for lr in lrs], rotation=45)
-        ax.set_yticks(range(len(depths)))
-        ax.set_yticklabels([d.replace("-", "L-") + "L" for d in depths])
-        ax.set_xlabel("learning rate")
-        ax.set_title(residual_label(method))
-    axes[0].set_ylabel("depth (encoder-decoder)")
-    fig.suptitle(f"Stability map: {stab['max_update']} updates per run (green converged, red diverged)")
-    fig.tight_layout()
-    _save(fig, plot_path)
-    if table_path:
-        lines = [
-            "# Stability map",
-            "",
-            f"Short runs of up to {stab['max_update']} updates; cell = completed / **diverged** at update U "
-            "(trainer's status.json: a non-finite loss, or a mean training nll over the recipe's divergence "
-            "window, after warm-up, above its threshold, e.g. the targets' unigram entropy).",
-            "",
-        ]
-        for method in methods:
-            lines += [f"## {residual_label(method)}", ""]
-            lines.append("| depth | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |")
-            lines.append("| :--- | " + " | ".join(":---:" for _ in lrs) + " |")
-            for d in depths:
-                cells = []
-                for lr in lrs:
-                    st = grid[(method, d, lr)]
-                    diverged = st["status"] == "diverged"
-                    cells.append(f"**diverged** at {st.get('update', '?')}" if diverged else st["status"])
-                lines.append(f"| {d.replace('-', 'L-')}L | " + " | ".join(cells) + " |")
-            lines.append("")
-        write_text(table_path, "\n".join(lines))

@@ -19,6 +19,14 @@ from pipeline_lib.letters import system_letters
 from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report.inputs import Run, load_run, read_json
 
+CLAUSE_WORDS = {
+    "non_finite": "non-finite loss",
+    "loss_scale": "fp16 loss scale collapsed",
+    "blew_up": "blew up after learning",
+    "stuck": "stuck at the threshold",
+    "worse_than_uniform": "worse than uniform",
+}
+
 METRIC_HEADERS = {
     "tok_bleu": "BLEU↑",
     "bleu": "sacreBLEU↑",
@@ -143,11 +151,30 @@ def _diverged_notes(runs: list[Run]) -> list[str]:
     for r in runs:
         if r.diverged:
             st = r.status
+            clause = st.get("criterion")
             out.append(
                 f"- {model_label(r)} (`{r.name}`): training diverged at update {st.get('update')}, "
-                f"epoch {st.get('epoch')}: {st.get('reason')}"
+                f"epoch {st.get('epoch')}"
+                + (f" ({CLAUSE_WORDS.get(clause, clause)})" if clause else "")
+                + f": {st.get('reason')}"
             )
     return out
+
+
+def dev_perplexity(run: Run) -> float | None:
+    """The trainer's last validation (status.json), also for a run stopped as diverged."""
+    return (run.status.get("valid") or {}).get("ppl")
+
+
+def seeds_note(rows: list[Run]) -> str:
+    """Say how many training runs stand behind each row, so a difference is not read past its evidence."""
+    seeds = sorted({int(r.info.get("seed", 1)) for r in rows})
+    if len(seeds) == 1:
+        return (
+            f"Each row is one training run (seed {seeds[0]}): a difference between rows is not checked "
+            "across seeds; the significance marks test the test set, not the training's variance."
+        )
+    return f"Seeds: {', '.join(str(s) for s in seeds)} (one training run per row)."
 
 
 def _delta(run: Run, base: Run, metric: str) -> str:
@@ -178,6 +205,9 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
         "Δ",
         "sacreBLEU↑" if other == "bleu" else "BLEU↑ (tok)",
     ]
+    dev_ppl = bool(t1.get("dev_ppl"))
+    if dev_ppl:
+        header.insert(2, "Dev ppl↓")
     lines += [_row(header), _row([":---"] + ["---:"] * (len(header) - 1))]
     for run in rows:
         if run.diverged:
@@ -192,12 +222,16 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
                 _delta(run, base, bleu),
                 fmt(run.metric(other)) + (sig.mark(run.name) if sig.metric == other else ""),
             ]
+        if dev_ppl:
+            cells.insert(2, fmt(dev_perplexity(run), 0))
         lines.append(_row(cells))
     lines.append("")
     lines.append(
         f"T: TER, M: METEOR, BLEU: {'tokenized BLEU (multi-bleu.perl convention)' if bleu == 'tok_bleu' else 'sacreBLEU'}; "
         f"Δ: BLEU difference against {model_label(base)}. Split: {spec['split']}."
+        + (" Dev ppl: perplexity on the development set at the last update." if dev_ppl else "")
     )
+    lines += ["", seeds_note(rows)]
     note = sig.note(rows, model_label(base))
     if note:
         lines += ["", note]

@@ -16,6 +16,7 @@ from pipeline_lib.cpu.onednn import CPU_GEMMS
 from pipeline_lib.errors import ConfigError
 
 OPTIMIZERS = ("radam", "adam")
+LR_SCHEDULERS = ("inverse_sqrt", "fixed")
 AMP_MODES = ("none", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 UNIGRAM = "unigram"
@@ -74,6 +75,14 @@ class TrainConfig:
     )
     adam_eps: float = setting(1e-8, recipe=True, group=OPTIM)
     lr: float = setting(7e-4, "peak learning rate", recipe=True, group=OPTIM)
+    lr_scheduler: str = setting(
+        "inverse_sqrt",
+        "after the linear warm-up: inverse_sqrt decays as 1/sqrt(update) (from update 1 with no warm-up); "
+        "fixed keeps the peak rate (fairseq's schedulers of these names)",
+        recipe=True,
+        group=OPTIM,
+        choices=LR_SCHEDULERS,
+    )
     warmup_updates: int = setting(4000, recipe=True, group=OPTIM)
     warmup_init_lr: float = setting(1e-7, recipe=True, group=OPTIM)
     clip_norm: float = setting(0.0, "0 = no clipping (the papers' setting)", recipe=True, group=OPTIM)
@@ -83,12 +92,21 @@ class TrainConfig:
     max_epoch: int = setting(0, "0 = no limit", recipe=True, group=OPTIM)
     max_update: int = setting(0, "0 = no limit", recipe=True, group=OPTIM)
     seed: int = setting(1, group=OPTIM)
-    divergence_window: int = setting(1000, recipe=True, group=OPTIM)
+    divergence_window: int = setting(
+        1000, "updates in the mean training nll that the divergence rule judges", recipe=True, group=OPTIM
+    )
+    divergence_after: int | None = setting(
+        None,
+        "update from which a run whose window mean is still at or above the threshold is 'stuck' "
+        "(default: warm-up + window)",
+        recipe=True,
+        group=OPTIM,
+    )
     divergence_threshold: float | str | None = setting(
         None,
-        "training nll (bits/token) above which, as a mean over the last --divergence-window updates after "
-        "warm-up, the run counts as diverged. Default log2(vocab): worse than a uniform guess; 'unigram': "
-        "no better than a unigram model of the training targets (a stalled run)",
+        "training nll (bits/token) that a run must get below: at or above it after --divergence-after "
+        "updates, or back at it after having gone below, the run counts as diverged. Default "
+        "log2(vocab): a uniform guess; 'unigram': a unigram model of the training targets",
         recipe=True,
         group=OPTIM,
         type=_threshold_arg,
@@ -149,6 +167,8 @@ class TrainConfig:
         if self.cpu_workers > 1 and self.device != "cpu":
             raise ConfigError("train.cpu_workers (--cpu-workers) > 1 is for --device cpu")
         self._non_negative_int("warmup_updates", "max_epoch", "max_update", "save_interval_updates")
+        if self.divergence_after is not None:
+            self._non_negative_int("divergence_after")
         self._non_negative_int("keep_interval_updates", "num_threads", "seed")
         if self.max_sentences is not None:
             self._positive_int("max_sentences")
@@ -181,6 +201,13 @@ class TrainConfig:
             raise ConfigError(
                 f"{self._flag(name)}={getattr(self, name)!r} is not one of {', '.join(choices)}"
             )
+
+    @property
+    def stuck_after(self) -> int:
+        """The update from which the divergence rule's ``stuck`` clause applies."""
+        if self.divergence_after is not None:
+            return self.divergence_after
+        return self.warmup_updates + self.divergence_window
 
     def _positive_int(self, *names: str) -> None:
         for name in names:
@@ -225,7 +252,7 @@ class TrainConfig:
 
 # Keys whose change makes a resumed run differ from an uninterrupted one (warned about on resume).
 TRAJECTORY_KEYS = (
-    "optimizer", "adam_betas", "adam_eps", "lr", "warmup_updates", "warmup_init_lr", "clip_norm",
+    "optimizer", "adam_betas", "adam_eps", "lr", "lr_scheduler", "warmup_updates", "warmup_init_lr", "clip_norm",
     "weight_decay", "label_smoothing", "max_tokens", "max_sentences", "update_freq", "seed", "amp",
 )  # fmt: skip
 

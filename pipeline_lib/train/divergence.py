@@ -1,20 +1,26 @@
-"""When a run counts as diverged, and which criterion said so (recorded in ``status.json``):
+"""When a run counts as diverged, and which clause said so (recorded in ``status.json``).
+
+The reference is the threshold: by default log2(vocab), a uniform guess; with ``unigram``, the entropy
+of a unigram model of the training targets, i.e. "not better than a random model" in the Admin paper's
+words: a Transformer that cannot beat a context-free unigram guess has not learned to use the source or
+the prefix. Every clause but the first two looks at the mean training nll over the last
+``divergence_window`` updates (the mean, not single updates: a stalled run hovers around the
+threshold, noisily). The clauses:
 
 * ``non_finite``: a non-finite loss or gradient norm, checked on every update;
 * ``loss_scale``: fp16's loss scale collapsed (gradients keep overflowing);
-* ``window``: the mean training nll over the last ``divergence_window`` updates after warm-up is
-  above the threshold;
-* ``final``: at the end of a run too short to fill the window, the mean over the updates it has
-  (after warm-up if any, else all) is above the threshold. Runs of fewer than
-  ``MIN_FINAL_UPDATES`` updates are too short to tell a slow start from a failure and get no verdict,
-  and so are runs without an explicit threshold: the default, log2(vocab), is where a freshly
-  initialised model starts, so a short run that is still learning would fail it.
+* ``blew_up``: the run had learned (its window mean went :data:`LEARNED_MARGIN_BITS` below the
+  threshold) and climbed back to or above it;
+* ``stuck``: at update ``divergence_after`` or later, the window mean is still at or above the
+  threshold. A run that is merely slow passes until then: the clause measures "never learned in the
+  time a healthy run needs", and the time is a recipe setting justified from curves (see the configs);
+* ``worse_than_uniform``: the window mean is more than :data:`UNIFORM_MARGIN_BITS` above log2(vocab),
+  worse than guessing uniformly; a fresh model starts within a fraction of a bit of it and a run that
+  is learning only goes down from there.
 
-The threshold's "failed to train" reference is the entropy of a unigram model of the training targets.
-
-A Transformer that cannot beat a context-free unigram guess after warm-up has not learned to use the
-source or the prefix. That is how a too-deep post-LN model fails at a high learning rate (it stalls at
-unigram level rather than producing NaNs), and what the papers report as "diverged".
+At the end of a run, the same clauses are applied to the last window even if it is not full (runs of
+fewer than :data:`MIN_FINAL_UPDATES` updates get no verdict); ``stuck`` needs ``divergence_after``
+updates, so a run stopped earlier is never called stuck.
 """
 
 from __future__ import annotations
@@ -30,6 +36,12 @@ from pipeline_lib.train.config import UNIGRAM
 
 MIN_FINAL_UPDATES = 20
 MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq's --min-loss-scale)
+# How far below the threshold a window mean must go to count as learned: a run hovering at the
+# threshold is stuck, not a run that learned and blew up (window means of a stalled run move by a
+# few hundredths of a bit).
+LEARNED_MARGIN_BITS = 0.25
+UNIFORM_MARGIN_BITS = 1.0
+CLAUSES = ("non_finite", "loss_scale", "blew_up", "stuck", "worse_than_uniform")
 
 
 def unigram_entropy_bits(targets: IndexedDataset, vocab_size: int, eos: int) -> float:
@@ -46,24 +58,38 @@ def unigram_entropy_bits(targets: IndexedDataset, vocab_size: int, eos: int) -> 
     return float(-(p * np.log2(p)).sum())
 
 
+def describe_rule(setting: float | str | None, window: int, after: int) -> str:
+    """The rule in words, for tables and the stability map (which must state the same rule)."""
+    threshold = {None: "log2(vocab)", UNIGRAM: "the unigram entropy of the training targets"}.get(
+        setting if setting is None or setting == UNIGRAM else "", f"{setting} bits/token"
+    )
+    return (
+        f"a non-finite loss; or a mean training nll over {window} updates that is still at or above "
+        f"{threshold} at update {after} or later (stuck), that is back at or above it after having gone "
+        f"{LEARNED_MARGIN_BITS:g} bits below (blew up), or that is more than {UNIFORM_MARGIN_BITS:g} bit above log2(vocab) (worse than uniform)"
+    )
+
+
 @dataclass(frozen=True)
 class Verdict:
-    criterion: str  # non_finite | loss_scale | window | final
+    criterion: str  # one of CLAUSES
     reason: str
 
 
 class DivergenceMonitor:
     """Checks every update; keeps the window of recent training nll (bits), which checkpoints carry."""
 
-    def __init__(self, setting: float | str | None, window: int, warmup_updates: int, fp16: bool) -> None:
+    def __init__(self, setting: float | str | None, window: int, after: int, fp16: bool) -> None:
         self.setting = setting
-        self.warmup_updates = warmup_updates
+        self.after = after  # the update from which a run still at the threshold is stuck
         self.fp16 = fp16
-        self.recent_nll: collections.deque[float] = collections.deque(maxlen=window)  # after warm-up
-        self.tail_nll: collections.deque[float] = collections.deque(maxlen=window)  # every update
+        self.recent_nll: collections.deque[float] = collections.deque(maxlen=window)
+        self.learned = False  # a window mean went LEARNED_MARGIN_BITS below the threshold
         self.threshold = math.nan  # nll bits/token; set by set_threshold from the config and the data
+        self.uniform = math.inf  # log2(target vocab)
 
     def set_threshold(self, vocab_size: int, targets: IndexedDataset, tgt_vocab_size: int, eos: int) -> float:
+        self.uniform = math.log2(tgt_vocab_size)
         if self.setting is None:
             self.threshold = math.log2(vocab_size)  # worse than a uniform guess
         elif self.setting != UNIGRAM:
@@ -72,19 +98,18 @@ class DivergenceMonitor:
             self.threshold = unigram_entropy_bits(targets, tgt_vocab_size, eos)
         return self.threshold
 
-    def state(self) -> dict[str, list[float]]:
-        return {"recent_nll": list(self.recent_nll), "tail_nll": list(self.tail_nll)}
+    def state(self) -> dict[str, object]:
+        return {"recent_nll": list(self.recent_nll), "learned": self.learned}
 
-    def restore(self, state: dict[str, list[float]]) -> None:
-        for name in ("recent_nll", "tail_nll"):
-            window = getattr(self, name)
-            window.clear()
-            window.extend(float(x) for x in state.get(name, []))
+    def restore(self, state: dict[str, object]) -> None:
+        self.recent_nll.clear()
+        self.recent_nll.extend(float(x) for x in state.get("recent_nll", []))  # type: ignore[union-attr]
+        self.learned = bool(state.get("learned", False))
 
     def check(
         self, num_updates: int, loss_bits: float, nll_bits: float, gnorm: float, loss_scale: float | None
     ) -> Verdict | None:
-        """The verdict if the run diverged at this update, else None."""
+        """The verdict if the run diverged at this update (``num_updates`` done before it), else None."""
         if self.fp16:
             if loss_scale is not None and loss_scale < MIN_LOSS_SCALE:
                 return Verdict(
@@ -96,28 +121,40 @@ class DivergenceMonitor:
             return Verdict("non_finite", f"non-finite loss ({loss_bits})")
         if not math.isfinite(gnorm):
             return Verdict("non_finite", f"non-finite gradient norm ({gnorm})")
-        self.tail_nll.append(nll_bits)
-        # The nll, not the label-smoothed loss: the threshold is a cross-entropy of the data. The mean
-        # over the window, not every update: a stalled run hovers around the threshold, noisily.
-        if num_updates >= self.warmup_updates:
-            self.recent_nll.append(nll_bits)
-            window = self.recent_nll
-            if len(window) == window.maxlen:
-                return self._above(window, "window", f"over the last {len(window)} updates")
-        return None
-
-    def final_check(self) -> Verdict | None:
-        """At the end of training: the run must have learned, even if it never filled the window."""
-        window = self.recent_nll if self.recent_nll else self.tail_nll
-        if self.setting is None or len(self.tail_nll) < MIN_FINAL_UPDATES or len(window) == window.maxlen:
-            return None  # too short to judge, or the window check has judged every update already
-        return self._above(window, "final", f"over its last {len(window)} updates, at the end of training")
-
-    def _above(self, window: collections.deque[float], criterion: str, where: str) -> Verdict | None:
-        mean = sum(window) / len(window)
-        if mean <= self.threshold:
+        # The nll, not the label-smoothed loss: the threshold is a cross-entropy of the data.
+        self.recent_nll.append(nll_bits)
+        if len(self.recent_nll) < (self.recent_nll.maxlen or 0):
             return None
-        what = "the unigram entropy " if self.setting == UNIGRAM else ""
-        return Verdict(
-            criterion, f"mean training nll {mean:.3f} bits/token {where}, above {what}{self.threshold:.3f}"
+        return self._judge(num_updates + 1, f"over the last {len(self.recent_nll)} updates")
+
+    def final_check(self, num_updates: int) -> Verdict | None:
+        """At the end of training, the same clauses on the last (possibly partial) window."""
+        if len(self.recent_nll) < MIN_FINAL_UPDATES or len(self.recent_nll) == self.recent_nll.maxlen:
+            return None  # too short to judge, or check() has judged every full window already
+        return self._judge(
+            num_updates, f"over its last {len(self.recent_nll)} updates, at the end of training"
         )
+
+    def _judge(self, update: int, where: str) -> Verdict | None:
+        mean = sum(self.recent_nll) / len(self.recent_nll)
+        what = "the unigram entropy " if self.setting == UNIGRAM else ""
+        stated = f"mean training nll {mean:.3f} bits/token {where}"
+        if mean > self.uniform + UNIFORM_MARGIN_BITS:
+            return Verdict(
+                "worse_than_uniform",
+                f"{stated}, more than {UNIFORM_MARGIN_BITS:g} bit above log2(vocab) {self.uniform:.3f}",
+            )
+        if mean <= self.threshold - LEARNED_MARGIN_BITS:
+            self.learned = True
+            return None
+        if mean < self.threshold:
+            return None
+        if self.learned:
+            return Verdict(
+                "blew_up", f"{stated}: back at or above {what}{self.threshold:.3f} after going below it"
+            )
+        if update >= self.after:
+            return Verdict(
+                "stuck", f"{stated} at update {update}: still at or above {what}{self.threshold:.3f}"
+            )
+        return None

@@ -1,7 +1,8 @@
-"""fairseq's ``inverse_sqrt`` learning-rate schedule.
+"""fairseq's ``inverse_sqrt`` and ``fixed`` learning-rate schedules.
 
 Linear warm-up from ``warmup_init_lr`` to ``lr`` over ``warmup_updates`` updates, then
-``lr * sqrt(warmup_updates / num_updates)``. ``lr_at(n)`` is the rate used for update n + 1
+``lr * sqrt(warmup_updates / num_updates)`` (``inverse_sqrt``; with no warm-up, ``lr / sqrt(n)``) or
+``lr`` (``fixed``). ``lr_at(n)`` is the rate used for update n + 1
 (so the very first update uses ``warmup_init_lr``), exactly as fairseq's ``step_update(n)``.
 The schedule is a pure function of the update count, so its state is just that count.
 """
@@ -13,8 +14,18 @@ import math
 from torch.optim import Optimizer
 
 
-class InverseSqrtSchedule:
-    def __init__(self, optimizer: Optimizer, lr: float, warmup_updates: int, warmup_init_lr: float) -> None:
+class LrSchedule:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr: float,
+        warmup_updates: int,
+        warmup_init_lr: float,
+        decay: str = "inverse_sqrt",
+    ) -> None:
+        if decay not in ("inverse_sqrt", "fixed"):
+            raise ValueError(f"unknown lr schedule {decay!r}")
+        self.decay = decay
         self.optimizer = optimizer
         self.lr = lr
         self.warmup_updates = warmup_updates
@@ -25,6 +36,8 @@ class InverseSqrtSchedule:
     def lr_at(self, num_updates: int) -> float:
         if self.warmup_updates > 0 and num_updates < self.warmup_updates:
             return self.warmup_init_lr + num_updates * (self.lr - self.warmup_init_lr) / self.warmup_updates
+        if self.decay == "fixed":
+            return self.lr
         if self.warmup_updates == 0:
             return self.lr / math.sqrt(max(num_updates, 1))
         return self.lr * math.sqrt(self.warmup_updates / num_updates)

@@ -68,7 +68,7 @@ from pipeline_lib.train.run_state import (
     set_rng_state,
     update_seed,
 )
-from pipeline_lib.train.schedule import InverseSqrtSchedule
+from pipeline_lib.train.schedule import LrSchedule
 from pipeline_lib.train.split_data import SplitData
 
 log = logging.getLogger(__name__)
@@ -154,14 +154,15 @@ class Trainer:
             # foreach on CPU, where foreach is a loop of per-tensor ops. RAdam has no fused kernel.
             **({"fused": True} if optim_cls is torch.optim.Adam else {"foreach": True}),
         )
-        self.schedule = InverseSqrtSchedule(self.optimizer, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr)
+        self.schedule = LrSchedule(
+            self.optimizer, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr, decay=cfg.lr_scheduler
+        )
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
         self.num_updates = 0
         self.epoch = 1
         self.batch_index = 0
-        # training nll (bits) of the last divergence_window updates after warm-up
         self.divergence = DivergenceMonitor(
-            cfg.divergence_threshold, cfg.divergence_window, cfg.warmup_updates, fp16=cfg.amp == "fp16"
+            cfg.divergence_threshold, cfg.divergence_window, cfg.stuck_after, fp16=cfg.amp == "fp16"
         )
         self.ddp: nn.Module = self.model
 
@@ -450,7 +451,11 @@ class Trainer:
         finally:
             self.log.close()
         if self.is_main:
-            extra = {"valid": getattr(self, "last_valid", None), "checkpoint": str(self.save_dir / LAST)}
+            extra = {
+                "valid": getattr(self, "last_valid", None),
+                "checkpoint": str(self.save_dir / LAST),
+                "divergence_threshold_bits": self.divergence.threshold,
+            }
             write_status(self.save_dir, outcome, extra)
         self._barrier()
         return outcome
@@ -502,7 +507,7 @@ class Trainer:
                     scale,
                 )
                 if verdict is not None:
-                    return self._diverged(verdict, bar)
+                    return self._diverged(verdict, bar, valid_data)
                 if stepped:
                     self.num_updates += 1
                     self.schedule.step_update(self.num_updates)
@@ -533,7 +538,7 @@ class Trainer:
             self._validate_and_log(valid_data)
             self.save()
         self._barrier()
-        verdict = self.divergence.final_check()
+        verdict = self.divergence.final_check(self.num_updates)
         if verdict is not None:
             print(f"diverged: {verdict.reason}", file=sys.stderr)
             self.log.write(
@@ -549,9 +554,11 @@ class Trainer:
             )
         return Outcome("completed", self.num_updates, self._epoch_reached())
 
-    def _diverged(self, verdict: Verdict, bar: Any) -> Outcome:
+    def _diverged(self, verdict: Verdict, bar: Any, valid_data: SplitData) -> Outcome:
         if bar is not None:
             bar.close()
+        if verdict.criterion not in ("non_finite", "loss_scale"):
+            self._validate_and_log(valid_data)  # the weights are finite: the dev perplexity it stopped at
         print(f"diverged at update {self.num_updates + 1}: {verdict.reason}", file=sys.stderr)
         self.log.write(
             {

@@ -10,6 +10,7 @@ from typing import Any
 
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.model.registry import needs_profile
+from pipeline_lib.train.divergence import describe_rule
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments
 from pipeline_lib.workflow.smoke import apply_smoke
@@ -295,15 +296,37 @@ class Plan:
         if self.stability:
             spec["stability"] = {
                 "runs": {
-                    n: {**e["stability"], "status": self.status_file(n)}
+                    n: {
+                        **e["stability"],
+                        "status": self.status_file(n),
+                        "train_log": f"{self.exp_dir(n)}/train_log.jsonl",
+                    }
                     for n, e in self.stability_runs.items()
                 },
-                "methods": self.stability["methods"],
-                "lrs": self.stability["lrs"],
-                "depths": self.stability["depths"],
-                "max_update": self.stability["max_update"],
+                **{k: self.stability.get(k) for k in ("methods", "lrs", "betas2", "depths", "max_update")},
+                **self.stability_setup(),
             }
         return spec
+
+    def stability_setup(self) -> dict[str, Any]:
+        """The map's recipe and divergence rule in words (every run of the grid shares them)."""
+        first = next(iter(self.stability_runs))
+        rec = self.recipe(first)
+        stab = self.stability or {}
+        window = rec.get("divergence_window", 1000)
+        after = rec.get("divergence_after", rec.get("warmup_updates", 4000) + window)
+        width = self.width(first)
+        warmup = rec.get("warmup_updates", 4000)
+        setup = (
+            f"{width.get('label', stab['width'])} models on {stab['dataset']}: {rec.get('optimizer', 'radam')} "
+            f"with beta1 {rec.get('adam_betas', [0.9])[0]}, "
+            + ("no warm-up" if warmup == 0 else f"{warmup} warm-up updates")
+            + f", a {rec.get('lr_scheduler', 'inverse_sqrt')} learning rate, {stab['max_update']} updates of "
+            f"at most {rec['max_tokens']} target tokens, dropout {rec.get('dropout', 0.1)}; seeds "
+            f"{', '.join(str(s) for s in stab.get('seeds', [1]))}."
+        )
+        text = describe_rule(rec.get("divergence_threshold"), window, after)
+        return {"setup": setup, "rule": {"text": text}}
 
     def report_datasets(self) -> list[str]:
         """The datasets of the tabled experiments, whose cleaning counts the report shows."""
