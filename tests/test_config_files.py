@@ -18,7 +18,13 @@ from pipeline_lib.errors import ConfigError
 from pipeline_lib.workflow.config_files import load_mapping, locate_key
 from tests.test_workflow_dryrun import REPO, run_snakemake
 
-SHIPPED = [["config.yaml"], ["config.wmt14_en_fr.yaml"], ["config.wmt14_en_de.yaml", "config.smoke.yaml"]]
+SHIPPED = [
+    ["config.yaml"],
+    ["config.wmt14_en_fr.yaml"],
+    ["config.wmt14_en_de.yaml", "config.smoke.yaml"],
+    ["config.iwslt14_fig10.yaml"],
+    ["config.wmt14_en_de_dlcl_lipschitz.yaml"],
+]
 
 
 def pipeline(*args: str, cwd: Path) -> subprocess.CompletedProcess:

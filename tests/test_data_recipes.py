@@ -14,18 +14,29 @@ import yaml
 from wmt_mirror import QUOTED_TEST_LINE, build, eval_pairs, serve
 
 from pipeline_lib.cli import main
-from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, UNPINNED, Source, all_archives, read_checksums
+from pipeline_lib.data.recipes import (
+    MONO_RECIPES,
+    RECIPES,
+    TED_RECIPES,
+    UNPINNED,
+    UNPINNED_IWSLT,
+    Source,
+    all_archives,
+    read_checksums,
+)
 from pipeline_lib.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
 
 
-def test_every_parallel_archive_is_pinned_and_only_news_crawl_is_not():
+def test_every_wmt_archive_is_pinned_and_only_news_crawl_and_iwslt_are_not():
     mono_urls = {a.url for m in MONO_RECIPES.values() for a in m.archives}
+    ted_urls = {t.archive.url for t in TED_RECIPES.values()}
     for archive in all_archives():
-        if archive.url in mono_urls:
-            assert archive.sha256 is None and archive.why_unpinned == UNPINNED, archive
+        if archive.url in mono_urls | ted_urls:
+            reason = UNPINNED if archive.url in mono_urls else UNPINNED_IWSLT
+            assert archive.sha256 is None and archive.why_unpinned == reason, archive
             continue
         assert re.fullmatch(r"[0-9a-f]{64}", archive.sha256 or ""), archive
         assert archive.size and archive.size > 10**7, archive  # the real archives are tens of MB and up
@@ -46,7 +57,7 @@ def test_every_url_is_https_including_sacrebleus_test_sets():
 
 def test_schema_lists_exactly_the_recipes():
     ds = SCHEMA["properties"]["datasets"]["additionalProperties"]["properties"]
-    assert set(ds["recipe"]["enum"]) == set(RECIPES)
+    assert set(ds["recipe"]["enum"]) == set(RECIPES) | set(TED_RECIPES)
     mono_object = ds["mono"]["oneOf"][1]
     assert set(mono_object["properties"]["recipe"]["enum"]) == set(MONO_RECIPES)
 
@@ -145,3 +156,39 @@ def test_news_crawl_download_stops_at_max_lines(mirror, tmp_path: Path):
     assert len(out.read_text().splitlines()) == 100
     manifest = json.loads((tmp_path / "orig" / "manifest.json").read_text())
     assert 1 <= len(manifest) < len(MONO_RECIPES["news-crawl-fr"].archives)  # stopped early
+
+
+def test_iwslt14_recipe_from_the_mirror_as_prepare_iwslt14(mirror, tmp_path: Path):
+    """fairseq's prepare-iwslt14.sh: metadata lines dropped, title/description text kept without the
+    tags, the five XML files concatenated in the script's order as test, apostrophes straightened; then
+    preprocess lowercases, tokenizes without -a, carves valid every 23rd line."""
+    from wmt_mirror import IWSLT_TEST, IWSLT_TRAIN_TALKS
+
+    root, sums = mirror
+    out = tmp_path / "iwslt"
+    with serve(root) as base:
+        assert main(["download", "--recipe", "iwslt14-de-en", "--out-dir", str(out), "--mirror", base,
+                     "--checksums", str(sums), "--retries", "0"]) == 0  # fmt: skip
+    raw = out / "raw"
+    train_de = (raw / "train.de").read_text().splitlines()
+    train_en = (raw / "train.en").read_text().splitlines()
+    assert len(train_de) == len(train_en) == IWSLT_TRAIN_TALKS * 12  # 10 sentences + title + description
+    assert not any(tag in line for line in train_en for tag in ("<url>", "<talkid>", "<keywords>", "<title>"))
+    assert "Talk 0 (en)" in train_en and "About talk 0 (en)." in train_en
+    test = eval_pairs()[: 2 * len(IWSLT_TEST)]
+    assert (raw / "test.en").read_text().splitlines() == [p[0] for p in test]
+    test_de = (raw / "test.de").read_text().splitlines()
+    assert test_de == [p[1].replace("\u2019", "'") for p in test] and "’" not in "".join(test_de)
+    manifest = json.loads((out / "orig" / "manifest.json").read_text())
+    assert manifest["de-en.tgz"]["pinned"] is True  # by the mirror's SHA256SUMS
+
+    tok = tmp_path / "tok"
+    assert main(["preprocess", "--in-dir", str(raw), "--out-dir", str(tok), "--src", "de", "--tgt", "en",
+                 "--max-len", "175", "--valid-every", "23", "--no-normalize", "--no-aggressive",
+                 "--lowercase", "--workers", "1"]) == 0  # fmt: skip
+    valid = (tok / "valid.en").read_text().splitlines()
+    assert 0 < len(valid) <= len(train_en) // 23  # every 23rd pair, then cleaned
+    for split in ("train", "valid", "test"):
+        text = (tok / f"{split}.en").read_text()
+        assert text == text.lower() and "@-@" not in text
+    assert json.loads((tok / "meta.json").read_text())["lowercased"] is True

@@ -102,3 +102,89 @@ def test_every_paper_experiment_resolves_to_its_sources_values(config: str, monk
         assert avg.num_epoch_checkpoints == average, name
         decode = _parse("translate", commands.translate(name, "test", threads=1))
         assert (decode.beam, decode.lenpen) == (beam, lenpen), name
+
+
+def test_iwslt14_fig10_config_resolves_to_its_sources_values(monkeypatch):
+    """Table 2's IWSLT'14 rows follow fairseq's IWSLT recipe; the Figure 10 grid is the same recipe
+    with no warm-up, 5 learning rates x 3 beta2 x 3 methods, one GPU per run."""
+    monkeypatch.chdir(REPO)
+    plan = check([Path("config.iwslt14_fig10.yaml")], REPO)
+    commands = Commands(plan)
+    rows = {n for n in plan.experiments if not n.startswith("stability-")}
+    assert rows == {f"iwslt_6L6L_{m}_s{s}" for m in ("postln", "preln", "admin") for s in (1, 2, 3)}
+    grid = set()
+    for name in plan.experiments:
+        train = _parse("train", commands.train(name, threads=1))
+        assert (train.encoder_layers, train.decoder_layers, train.d_model, train.ffn_dim, train.heads) == (
+            6, 6, 512, 1024, 4,
+        ), name  # fmt: skip
+        assert (train.dropout, train.attention_dropout, train.activation_dropout) == (0.3, 0.1, 0.1), name
+        assert (train.optimizer, train.weight_decay, train.label_smoothing, train.amp) == (
+            "adam", 1e-4, 0.1, "none",
+        ), name  # fmt: skip
+        assert effective_batch(plan, name)[0] == 1 and train.max_tokens * train.update_freq == 4096, name
+        if name in rows:
+            assert (train.lr, train.warmup_updates, train.max_epoch, train.adam_betas) == (
+                5e-4, 4000, 50, (0.9, 0.98),
+            ), name  # fmt: skip
+            avg = _parse("average", commands.average(name))
+            assert avg.num_epoch_checkpoints == 1, name
+            decode = _parse("translate", commands.translate(name, "test", threads=1))
+            assert (decode.beam, decode.lenpen) == (5, 1.0), name
+        else:
+            assert (train.warmup_updates, train.max_update, train.max_epoch) == (0, 50_000, 0), name
+            assert (train.lr_scheduler, train.divergence_after) == ("inverse_sqrt", 8000), name
+            grid.add((train.residual, train.lr, train.adam_betas[1]))
+    lrs, betas = (1e-4, 3e-4, 5e-4, 7e-4, 1e-3), (0.98, 0.99, 0.999)
+    assert grid == {(m, lr, b) for m in ("post_ln", "pre_ln", "admin") for lr in lrs for b in betas}
+
+
+# Wang et al. 2019 / Xu et al. 2020: experiment -> (enc, dec, residual, dlcl_norm, init, lr, warmup, beta2,
+# (dropout, attention, activation), max updates, tokens per update, averaged checkpoints and their kind)
+WANG_DEEP_PRE = (2e-3, 16000, 0.997, (0.1, 0.1, 0.1), 50_000, 65_536, (5, "epoch"))
+WANG_DEEP_POST = (2e-3, 16000, 0.98, (0.1, 0.0, 0.0), 50_000, 65_536, (5, "epoch"))
+WANG_BASE_PRE = (1e-3, 8000, 0.997, (0.1, 0.1, 0.1), 100_000, 32_768, (5, "epoch"))
+WANG_BASE_POST = (7e-4, 4000, 0.98, (0.1, 0.0, 0.0), 100_000, 32_768, (5, "epoch"))
+XU = (4.94e-4, 8000, 0.98, (0.1, 0.0, 0.0), 100_000, 25_600, (5, "update"))
+DLCL_LIPSCHITZ_ROWS = {
+    "wang_post_6L": ((6, 6, "post_ln", "xavier"), WANG_BASE_POST),
+    "wang_post_20L": ((20, 6, "post_ln", "xavier"), WANG_DEEP_POST),
+    "wang_post_dlcl_6L": ((6, 6, "dlcl:post", "xavier"), WANG_BASE_POST),
+    "wang_post_dlcl_25L": ((25, 6, "dlcl:post", "xavier"), WANG_DEEP_POST),
+    "wang_pre_6L": ((6, 6, "pre_ln", "xavier"), WANG_BASE_PRE),
+    "wang_pre_20L": ((20, 6, "pre_ln", "xavier"), WANG_DEEP_PRE),
+    "wang_pre_dlcl_6L": ((6, 6, "dlcl:pre", "xavier"), WANG_BASE_PRE),
+    "wang_pre_dlcl_30L": ((30, 6, "dlcl:pre", "xavier"), WANG_DEEP_PRE),
+    **{f"xu_{n}L": ((n, n, "post_ln", "xavier"), XU) for n in (6, 12, 18, 24)},
+    **{f"xu_lip_{n}L": ((n, n, "post_ln", "lipschitz"), XU) for n in (6, 12, 18, 24)},
+    "xu_lip_24L6L": ((24, 6, "post_ln", "lipschitz"), XU),
+    "xu_lip_6L24L": ((6, 24, "post_ln", "lipschitz"), XU),
+}
+
+
+def test_dlcl_and_lipschitz_config_resolves_to_each_papers_recipe(monkeypatch):
+    monkeypatch.chdir(REPO)
+    plan = check([Path("config.wmt14_en_de_dlcl_lipschitz.yaml")], REPO)
+    commands = Commands(plan)
+    assert set(plan.experiments) == set(DLCL_LIPSCHITZ_ROWS), "a row was added or removed"
+    for name, ((enc, dec, residual, init), recipe) in DLCL_LIPSCHITZ_ROWS.items():
+        lr, warmup, beta2, dropouts, updates, tokens, (average, kind) = recipe
+        train = _parse("train", commands.train(name, threads=1))
+        got_residual = f"dlcl:{train.dlcl_norm}" if train.residual == "dlcl" else train.residual
+        assert (train.encoder_layers, train.decoder_layers, got_residual, train.init) == (
+            enc,
+            dec,
+            residual,
+            init,
+        )
+        assert (train.lr, train.warmup_updates, train.adam_betas, train.optimizer) == (
+            lr, warmup, (0.9, beta2), "adam",
+        ), name  # fmt: skip
+        assert (train.dropout, train.attention_dropout, train.activation_dropout) == dropouts, name
+        assert (train.max_update, train.max_epoch) == (updates, 0), name
+        assert effective_batch(plan, name)[3] == tokens, name
+        avg = _parse("average", commands.average(name))
+        got_average = avg.num_epoch_checkpoints if kind == "epoch" else avg.num_update_checkpoints
+        assert got_average == average, name
+        decode = _parse("translate", commands.translate(name, "test", threads=1))
+        assert (decode.beam, decode.lenpen) == (4, 0.6), name

@@ -99,7 +99,25 @@ CONFIGS = [
     "config.demo_bt.yaml",
     "tests/data/config.tiny.yaml",
 ]
-PAPER_CONFIGS = ["config.wmt14_en_fr.yaml", "config.wmt14_en_de.yaml"]
+PAPER_CONFIGS = [
+    "config.wmt14_en_fr.yaml",
+    "config.wmt14_en_de.yaml",
+    "config.iwslt14_fig10.yaml",
+    "config.wmt14_en_de_dlcl_lipschitz.yaml",
+]
+# per config: a training job and the SLURM shape it must carry
+JOB_SHAPES = {
+    "config.wmt14_en_fr.yaml": (
+        "enfr_60L12L_default",
+        r"gpu=16, nodes=2, tasks_per_node=8, mpi=srun, [^\n]*runtime=10080",
+    ),
+    "config.wmt14_en_de.yaml": (
+        "ende_60L12L_default",
+        r"gpu=16, nodes=2, tasks_per_node=8, mpi=srun, [^\n]*runtime=10080",
+    ),
+    "config.iwslt14_fig10.yaml": ("stability-post_ln-6L6L-lr0.001-b0.999-s1", r"gpu=1, [^\n]*runtime=720"),
+    "config.wmt14_en_de_dlcl_lipschitz.yaml": ("xu_lip_24L", r"gpu=4, [^\n]*runtime=4320"),
+}
 
 
 @pytest.mark.parametrize("config", PAPER_CONFIGS)
@@ -118,13 +136,9 @@ def test_paper_config_dry_run_as_typed(config: str):
     for name in [*demo["datasets"], *demo["experiments"]]:
         assert f"={name}" not in proc.stdout and f"/{name}/" not in proc.stdout, name
     # Training jobs carry the per-experiment job shape from the config.
-    exp = "enfr_60L12L_default" if "en_fr" in config else "ende_60L12L_default"
-    assert re.search(
-        rf"rule train:.*?wildcards: exp={exp}\n.*?resources: [^\n]*gpu=16, nodes=2, "
-        r"tasks_per_node=8, mpi=srun, [^\n]*runtime=10080",
-        proc.stdout,
-        re.S,
-    ), proc.stdout[:4000]
+    exp, shape = JOB_SHAPES[config]
+    assert re.search(rf"rule train:\n[^\n]*\n(?:\s+\S.*\n)*?\s+wildcards: exp={exp}\n(?:\s+\S.*\n)*?\s+resources: [^\n]*{shape}",
+                     proc.stdout), proc.stdout[:4000]  # fmt: skip
 
 
 @pytest.mark.parametrize("config", CONFIGS)

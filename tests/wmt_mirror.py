@@ -82,6 +82,56 @@ def _parallel(stem: str, pairs: list[tuple[str, str]], tgt: str) -> dict[str, by
     return {f"{stem}.en": _text([p[0] for p in pairs]), f"{stem}.{tgt}": _text([p[1] for p in pairs])}
 
 
+IWSLT_TEST = (
+    "IWSLT14.TED.dev2010.de-en",
+    "IWSLT14.TEDX.dev2012.de-en",
+    "IWSLT14.TED.tst2010.de-en",
+    "IWSLT14.TED.tst2011.de-en",
+    "IWSLT14.TED.tst2012.de-en",
+)
+IWSLT_TRAIN_TALKS = 40  # x 10 sentences (+ title and description) each
+
+
+def _train_tags(sentences: list[str], lang: str) -> bytes:
+    """A train.tags file: talk metadata lines around the sentences, as in the IWSLT archive."""
+    out = []
+    per_talk = 10
+    for talk in range(len(sentences) // per_talk):
+        out += [
+            f"<url>http://www.ted.com/talks/talk_{talk}.html</url>",
+            f"<keywords>talks, {lang}</keywords>",
+            f"<talkid>{talk}</talkid>",
+            f"<title>Talk {talk} ({lang})</title>",
+            f"<description>About talk {talk} ({lang}).</description>",
+        ]
+        out += sentences[talk * per_talk : (talk + 1) * per_talk]
+    return _text(out)
+
+
+def _ted_xml(stem: str, lang: str, lines: list[str]) -> bytes:
+    out = ['<?xml version="1.0" encoding="UTF-8"?>', "<mteval>", f'<srcset setid="{stem}" srclang="{lang}">',
+           '<doc docid="1" genre="lectures">', "<talkid>1</talkid>", "<title>A talk</title>"]  # fmt: skip
+    out += [f'<seg id="{i}"> {line} </seg>' for i, line in enumerate(lines, 1)]
+    out += ["</doc>", "</srcset>", "</mteval>"]
+    return _text(out)
+
+
+def iwslt_members() -> dict[str, bytes]:
+    """de-en.tgz: the French side stands in for German, as for the WMT En-De archives."""
+    en, de = _lines("train.en"), _lines("train.fr")
+    n = IWSLT_TRAIN_TALKS * 10
+    members = {
+        "de-en/train.tags.de-en.de": _train_tags((de * 2)[:n], "de"),
+        "de-en/train.tags.de-en.en": _train_tags((en * 2)[:n], "en"),
+    }
+    test = eval_pairs()
+    for k, stem in enumerate(IWSLT_TEST):
+        part = test[k * 2 : k * 2 + 2]
+        members[f"de-en/{stem}.de.xml"] = _ted_xml(stem, "de", [p[1] for p in part])
+        members[f"de-en/{stem}.en.xml"] = _ted_xml(stem, "en", [p[0] for p in part])
+    return members
+
+
 def build(root: Path) -> Path:
     """Write the mirror under ``root`` (paths as on the original hosts) and its SHA256SUMS."""
     train = _train_pairs()
@@ -136,6 +186,7 @@ def build(root: Path) -> Path:
             "test/newstest2013-src.de.sgm": _sgm("src", "de", valid_fr),
         }
     )
+    files["fairseq/data/iwslt14/de-en.tgz"] = _tar(iwslt_members())
     mono = _lines("mono.fr") * 3
     for recipe in MONO_RECIPES.values():
         per_year = len(mono) // len(recipe.archives) + 1

@@ -16,6 +16,11 @@ table, verified by sacrebleu's md5, into ``{out}/raw/test.*`` / ``{out}/raw/vali
 dev set in the recipe: ``preprocess --valid-every 1333`` carves it from train as fairseq does.
 ``{out}/orig/manifest.json`` records every file's URL, size, sha256 (and md5 for sacrebleu's).
 
+``--recipe iwslt14-de-en`` follows fairseq's ``prepare-iwslt14.sh``: the TED archive's
+``train.tags`` files (metadata lines dropped) become ``raw/train.*`` and its five XML dev/test files,
+concatenated in the script's order, ``raw/test.*``; the config carves valid from train
+(``valid_every: 23``) and lowercases (``lowercase: true``), as the script does.
+
 Monolingual use (News Crawl for back-translation)::
 
     python -m pipeline_lib download --mono-recipe news-crawl-fr --out-dir work/x/orig_mono \
@@ -36,7 +41,8 @@ from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup, atomic_open, write_bytes, write_text
 from pipeline_lib.data.download import DownloadError, extract, fetch, file_digest, sha256_file
-from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, Archive, Source
+from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, TED_RECIPES, Archive, Source, TedRecipe
+from pipeline_lib.data.ted_text import train_tag_lines, xml_seg_lines
 from pipeline_lib.data.textio import count_lines, decode_line, read_lines
 from pipeline_lib.errors import ConfigError, InputError
 
@@ -49,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sha256", action="append", default=[], help="expected sha256, one per --url")
     p.add_argument("--size", action="append", type=int, default=[], help="expected bytes, one per --url")
     p.add_argument("--extract", action="store_true", help="extract .tgz/.tar/.gz/.sgm after download")
-    p.add_argument("--recipe", choices=sorted(RECIPES), default=None, help="parallel corpus recipe")
+    p.add_argument(
+        "--recipe", choices=sorted([*RECIPES, *TED_RECIPES]), default=None, help="parallel corpus recipe"
+    )
     p.add_argument("--mono-recipe", choices=sorted(MONO_RECIPES), default=None, help="monolingual recipe")
     p.add_argument("--output", type=Path, help="with --mono-recipe: the text file to write")
     p.add_argument("--max-lines", type=int, default=None, help="with --mono-recipe: keep the first N lines")
@@ -174,7 +182,44 @@ def _sacrebleu_set(
         raise InputError(f"sacrebleu could not read {test_set} {langpair} (exit {exc.code})") from None
 
 
+def _run_ted_recipe(args: argparse.Namespace, source: Source, recipe: TedRecipe) -> None:
+    """raw/train.* from the train.tags files, raw/test.* from the XML dev/test files, concatenated."""
+    orig = args.out_dir / "orig"
+    manifest = Manifest(orig / "manifest.json")
+    archive = _fetch_archive(args, source, recipe.archive, orig, manifest)
+    folder = extract(archive, orig / "extracted") / recipe.folder
+    raw = args.out_dir / "raw"
+    with AtomicGroup() as group:
+        for lang in (recipe.src, recipe.tgt):
+            train = folder / f"{recipe.train}.{lang}"
+            if not train.is_file():
+                raise InputError(f"{archive}: no {recipe.folder}/{train.name} in the archive")
+            with group.tmp_for(raw / f"train.{lang}").open("w", encoding="utf-8", newline="\n") as out:
+                for line in train_tag_lines(train):
+                    out.write(line + "\n")
+            with group.tmp_for(raw / f"test.{lang}").open("w", encoding="utf-8", newline="\n") as out:
+                for stem in recipe.test:
+                    xml = folder / f"{stem}.{lang}.xml"
+                    if not xml.is_file():
+                        raise InputError(f"{archive}: no {recipe.folder}/{xml.name} in the archive")
+                    for line in xml_seg_lines(xml):
+                        out.write(line + "\n")
+    counts = {}
+    for split in ("train", "test"):
+        n_src, n_tgt = (count_lines(raw / f"{split}.{lang}") for lang in (recipe.src, recipe.tgt))
+        if n_src != n_tgt:
+            raise InputError(
+                f"{raw}/{split}.{recipe.tgt}: {n_tgt} lines but {split}.{recipe.src} has {n_src}"
+            )
+        counts[split] = n_src
+    log.info("%s: %d training pairs (valid is carved from them), %d test pairs in %s",
+             args.recipe, counts["train"], counts["test"], raw)  # fmt: skip
+
+
 def _run_recipe(args: argparse.Namespace, source: Source) -> None:
+    if args.recipe in TED_RECIPES:
+        _run_ted_recipe(args, source, TED_RECIPES[args.recipe])
+        return
     recipe = RECIPES[args.recipe]
     orig = args.out_dir / "orig"
     manifest = Manifest(orig / "manifest.json")

@@ -94,6 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="normalize test like train (default: fairseq's test branch, sed s/’/'/g + tokenizer -a only)",
     )
     p.add_argument("--no-aggressive", action="store_true", help="tokenize without -a")
+    p.add_argument("--lowercase", action="store_true", help="lowercase every split after tokenizing")
     p.add_argument("--workers", type=int, default=default_workers())
     p.add_argument("--chunk-size", type=int, default=2000, help="lines per parallel work unit")
 
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         normalize=not args.no_normalize,
         tokenize=not args.no_tokenize,
         aggressive_dash_splits=not args.no_aggressive,
+        lowercase=args.lowercase,
     )
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
@@ -185,7 +187,9 @@ def _tok_config(split: str, tok_cfg: moses.TokConfig, normalize_test: bool) -> m
     """Test sets of the Moses path get the fairseq scripts' test treatment (see module docstring)."""
     if split != "test" or normalize_test or not tok_cfg.tokenize:
         return tok_cfg
-    return replace(moses.FAIRSEQ_TEST, aggressive_dash_splits=tok_cfg.aggressive_dash_splits)
+    return replace(
+        moses.FAIRSEQ_TEST, aggressive_dash_splits=tok_cfg.aggressive_dash_splits, lowercase=tok_cfg.lowercase
+    )
 
 
 def _write(
@@ -286,6 +290,7 @@ def _write(
             "moses_tokenized": tok_cfg.tokenize,
             "aggressive_dash_splits": tok_cfg.aggressive_dash_splits and tok_cfg.tokenize,
             "normalized": tok_cfg.normalize,
+            "lowercased": tok_cfg.lowercase,
             "test_normalized": _tok_config("test", tok_cfg, args.normalize_test).normalize,
             "clean": {
                 "splits": list(args.clean_splits),

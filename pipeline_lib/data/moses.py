@@ -51,6 +51,7 @@ class TokConfig:
     aggressive_dash_splits: bool = True
     escape: bool = True
     straighten_apostrophes: bool = False  # the test branch's sed "s/’/'/g"
+    lowercase: bool = False  # lowercase.perl after tokenizing (fairseq's IWSLT'14 recipe)
 
 
 # fairseq prepare-wmt14en2{fr,de}.sh, test branch: sed "s/’/'/g" | tokenizer.perl -a -l L
@@ -71,13 +72,15 @@ class LinePreprocessor:
         if self.cfg.normalize or self.cfg.remove_non_printing:
             line = self.norm.normalize(line) if self.cfg.normalize else self.norm.remove_control_chars(line)
         if self.cfg.tokenize:
-            return self.tok.tokenize(
+            line = self.tok.tokenize(
                 line,
                 aggressive_dash_splits=self.cfg.aggressive_dash_splits,
                 escape=self.cfg.escape,
                 return_str=True,
             )
-        return " ".join(line.split())
+        else:
+            line = " ".join(line.split())
+        return line.lower() if self.cfg.lowercase else line
 
 
 def tokenize_like_test_set(lines: list[str], lang: str) -> list[str]:

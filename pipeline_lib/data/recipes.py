@@ -54,6 +54,20 @@ class Recipe:
 
 
 @dataclass(frozen=True)
+class TedRecipe:
+    """IWSLT's TED talks as fairseq's ``prepare-iwslt14.sh`` builds them: one archive, the training
+    text in ``train.tags`` files, the test set the concatenation of XML dev/test files (in this order);
+    no dev set, ``valid`` is carved from train (every 23rd line in the script)."""
+
+    src: str
+    tgt: str
+    archive: Archive
+    folder: str  # inside the archive
+    train: str  # file stem, files are {stem}.{lang}
+    test: tuple[str, ...]  # XML file stems, files are {stem}.{lang}.xml
+
+
+@dataclass(frozen=True)
 class MonoRecipe:
     lang: str
     archives: tuple[Archive, ...]  # one gzipped text file per year, concatenated in this order
@@ -116,6 +130,31 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+UNPINNED_IWSLT = (
+    "fairseq's prepare-iwslt14.sh publishes no checksum for its copy of the IWSLT'14 archive and no "
+    "catalog pins it; its sha256 is recorded in the manifest at download time"
+)
+# The IWSLT'14 De-En archive as fairseq's prepare-iwslt14.sh fetches it since the WIT3 site went away.
+TED_RECIPES: dict[str, TedRecipe] = {
+    "iwslt14-de-en": TedRecipe(
+        src="de",
+        tgt="en",
+        archive=Archive(
+            "https://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz", None, why_unpinned=UNPINNED_IWSLT
+        ),
+        folder="de-en",
+        train="train.tags.de-en",
+        test=(
+            "IWSLT14.TED.dev2010.de-en",
+            "IWSLT14.TEDX.dev2012.de-en",
+            "IWSLT14.TED.tst2010.de-en",
+            "IWSLT14.TED.tst2011.de-en",
+            "IWSLT14.TED.tst2012.de-en",
+        ),
+    ),
+}
+
+
 def _news_crawl(lang: str, years: range) -> tuple[Archive, ...]:
     return tuple(
         Archive(
@@ -142,6 +181,8 @@ def all_archives() -> list[Archive]:
         seen.update((a.url, a) for a in recipe.archives)
     for mono in MONO_RECIPES.values():
         seen.update((a.url, a) for a in mono.archives)
+    for ted in TED_RECIPES.values():
+        seen[ted.archive.url] = ted.archive
     return list(seen.values())
 
 

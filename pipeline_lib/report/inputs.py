@@ -42,6 +42,7 @@ class Run:
     status: dict[str, Any]
     score: dict[str, Any] | None
     parameters: int | None = None
+    train_points: list[tuple[int, float]] = field(default_factory=list)  # (update, train perplexity)
 
     @property
     def diverged(self) -> bool:
@@ -66,7 +67,7 @@ def load_run(name: str, info: dict[str, Any], need_score: bool = True) -> Run:
         if score.get("schema") != SCORE_SCHEMA:
             raise InputError(f"{info['score']}: expected schema {SCORE_SCHEMA}, got {score.get('schema')!r}")
     log = read_train_log(info["train_log"]) if Path(info["train_log"]).is_file() else TrainLog()
-    return Run(name, info, status, score, log.parameters)
+    return Run(name, info, status, score, log.parameters, log.train_points)
 
 
 @dataclass

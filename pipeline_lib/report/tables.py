@@ -166,6 +166,18 @@ def dev_perplexity(run: Run) -> float | None:
     return (run.status.get("valid") or {}).get("ppl")
 
 
+def curve_cell(points: list[tuple[int, float]], marks: int = 5) -> str:
+    """A learning curve in a table cell: the last logged training perplexity at each fifth of the run."""
+    if not points:
+        return "–"
+    last = points[-1][0]
+    values = []
+    for k in range(1, marks + 1):
+        before = [ppl for update, ppl in points if update <= last * k / marks]
+        values.append(f"{before[-1]:.0f}" if before else "–")
+    return " · ".join(values)
+
+
 def seeds_note(rows: list[Run]) -> str:
     """Say how many training runs stand behind each row, so a difference is not read past its evidence."""
     seeds = sorted({int(r.info.get("seed", 1)) for r in rows})
@@ -207,7 +219,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
     ]
     dev_ppl = bool(t1.get("dev_ppl"))
     if dev_ppl:
-        header.insert(2, "Dev ppl↓")
+        header[2:2] = ["Train ppl at 20/40/60/80/100% of its updates", "Dev ppl↓"]
     lines += [_row(header), _row([":---"] + ["---:"] * (len(header) - 1))]
     for run in rows:
         if run.diverged:
@@ -223,13 +235,19 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
                 fmt(run.metric(other)) + (sig.mark(run.name) if sig.metric == other else ""),
             ]
         if dev_ppl:
-            cells.insert(2, fmt(dev_perplexity(run), 0))
+            cells[2:2] = [curve_cell(run.train_points), fmt(dev_perplexity(run), 0)]
         lines.append(_row(cells))
     lines.append("")
     lines.append(
         f"T: TER, M: METEOR, BLEU: {'tokenized BLEU (multi-bleu.perl convention)' if bleu == 'tok_bleu' else 'sacreBLEU'}; "
         f"Δ: BLEU difference against {model_label(base)}. Split: {spec['split']}."
-        + (" Dev ppl: perplexity on the development set at the last update." if dev_ppl else "")
+        + (
+            " Train ppl: the training perplexity logged at 20%, 40%, ... of the run's updates (the curve "
+            "itself is plots/learning_curves.png); dev ppl: perplexity on the development set at the last "
+            "update."
+            if dev_ppl
+            else ""
+        )
     )
     lines += ["", seeds_note(rows)]
     note = sig.note(rows, model_label(base))

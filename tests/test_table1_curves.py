@@ -1,0 +1,50 @@
+"""Table 1 in the demo's form: each model's training curve and dev perplexity beside BLEU, the
+diverging clause of a stopped run, and how many seeds stand behind the rows."""
+
+from __future__ import annotations
+
+from pipeline_lib.report.inputs import Run
+from pipeline_lib.report.tables import Significance, curve_cell, render_table1
+
+
+def info(layers: int, residual: str, seed: int = 1) -> dict:
+    return {"encoder_layers": layers, "decoder_layers": 6, "residual": residual, "width": "64D", "seed": seed}
+
+
+def score(bleu: float) -> dict:
+    return {
+        "scores": {m: {"score": bleu, "signature": f"{m}-sig"} for m in ("tok_bleu", "bleu", "ter", "meteor")}
+    }
+
+
+def test_the_curve_cell_reads_each_fifth_of_the_run():
+    points = [(u, 1000.0 - u) for u in range(10, 510, 10)]
+    assert curve_cell(points) == "900 · 800 · 700 · 600 · 500"
+    assert curve_cell([]) == "–"
+
+
+def test_table1_shows_curves_dev_perplexity_the_clause_and_one_seed():
+    curve = [(u, 2000.0 / (1 + u / 100)) for u in range(10, 510, 10)]
+    flat = [(u, 600.0) for u in range(10, 410, 10)]
+    runs = {
+        "base": Run("base", info(6, "post_ln"), {"status": "completed", "valid": {"ppl": 300.4}}, score(1.0),
+                    1_000_000, curve),
+        "deep": Run("deep", info(12, "post_ln"),
+                    {"status": "diverged", "criterion": "stuck", "update": 400, "epoch": 1,
+                     "reason": "mean training nll 9.26", "valid": {"ppl": 610.0}}, score(0.0), 1_500_000, flat),
+    }  # fmt: skip
+    spec = {"split": "test", "tables": {"table1": {"baseline": "base", "rows": ["deep"], "metric": "tok_bleu",
+                                                  "dev_ppl": True}}}  # fmt: skip
+    text = "\n".join(render_table1(spec, runs, Significance(None, "tok_bleu")))
+    assert "Train ppl at 20/40/60/80/100% of its updates | Dev ppl↓" in text
+    assert "| 6L-6L-64D Post-LN | 1.0M | 1000 · 667 · 500 · 400 · 333 | 300 |" in text
+    assert "| 12L-6L-64D Post-LN | 1.5M | 600 · 600 · 600 · 600 · 600 | 610 | " in text
+    assert "training diverged at update 400, epoch 1 (stuck at the threshold)" in text
+    assert "Each row is one training run (seed 1)" in text
+
+
+def test_without_dev_ppl_the_paper_shape_stays():
+    runs = {"base": Run("base", info(6, "post_ln"), {"status": "completed"}, score(1.0))}
+    spec = {"split": "test", "tables": {"table1": {"baseline": "base", "rows": []}}}
+    text = "\n".join(render_table1(spec, runs, Significance(None)))
+    assert "Dev ppl" not in text and "| Model | #param | T↓ |" in text
