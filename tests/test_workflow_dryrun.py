@@ -268,6 +268,11 @@ def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
     for exp in cfg["experiments"].values():
         res = {**default, **exp.get("resources", {}).get("train", {})}
         gpu_hours += res["gpu"] * res["runtime"] / 60
+    stab = cfg.get("stability_map")
+    if stab:  # generated runs take the default train resources
+        runs = len(stab["methods"]) * len(stab["lrs"]) * len(stab["depths"])
+        runs *= len(stab.get("betas2", [0])) * len(stab.get("seeds", [1]))
+        gpu_hours += runs * default["gpu"] * default["runtime"] / 60
     trained = rows["train"][1] + rows.get("train_backtranslation", (0, 0.0))[1]
     assert trained == pytest.approx(gpu_hours, abs=1)
 
