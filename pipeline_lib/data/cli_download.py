@@ -204,16 +204,17 @@ def _run_ted_recipe(args: argparse.Namespace, source: Source, recipe: TedRecipe)
                         raise InputError(f"{archive}: no {recipe.folder}/{xml.name} in the archive")
                     for line in xml_seg_lines(xml):
                         out.write(line + "\n")
-    counts = {}
-    for split in ("train", "test"):
-        n_src, n_tgt = (count_lines(raw / f"{split}.{lang}") for lang in (recipe.src, recipe.tgt))
-        if n_src != n_tgt:
-            raise InputError(
-                f"{raw}/{split}.{recipe.tgt}: {n_tgt} lines but {split}.{recipe.src} has {n_src}"
-            )
-        counts[split] = n_src
+    n_train, n_test = (_aligned_pairs(raw, split, recipe.src, recipe.tgt) for split in ("train", "test"))
     log.info("%s: %d training pairs (valid is carved from them), %d test pairs in %s",
-             args.recipe, counts["train"], counts["test"], raw)  # fmt: skip
+             args.recipe, n_train, n_test, raw)  # fmt: skip
+
+
+def _aligned_pairs(raw: Path, split: str, src: str, tgt: str) -> int:
+    """The pair count of ``raw/{split}.*``, which must have as many source lines as target lines."""
+    n_src, n_tgt = count_lines(raw / f"{split}.{src}"), count_lines(raw / f"{split}.{tgt}")
+    if n_src != n_tgt:
+        raise InputError(f"{raw}/{split}.{tgt}: {n_tgt} lines but {split}.{src} has {n_src}")
+    return n_src
 
 
 def _run_recipe(args: argparse.Namespace, source: Source) -> None:
@@ -241,10 +242,8 @@ def _run_recipe(args: argparse.Namespace, source: Source) -> None:
                 with group.tmp_for(raw / f"{split}.{lang}").open("w", encoding="utf-8", newline="\n") as out:
                     for line in read_lines(f):
                         out.write(line + "\n")
-    n_src, n_tgt = count_lines(raw / f"train.{recipe.src}"), count_lines(raw / f"train.{recipe.tgt}")
-    if n_src != n_tgt:
-        raise InputError(f"{raw}/train.{recipe.tgt}: {n_tgt} lines but train.{recipe.src} has {n_src}")
-    log.info("%s: %d training pairs in %s", args.recipe, n_src, raw)
+    n_train = _aligned_pairs(raw, "train", recipe.src, recipe.tgt)
+    log.info("%s: %d training pairs in %s", args.recipe, n_train, raw)
 
 
 def _run_mono_recipe(args: argparse.Namespace, source: Source) -> None:

@@ -138,6 +138,11 @@ class ModelConfig:
         return cls.from_dict(fields)
 
 
+def model_recipe_defaults() -> dict[str, Any]:
+    """Model settings a workflow recipe may give (the architecture comes from widths and experiments),
+    with the value each takes when a recipe leaves it out."""
+    return {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.metadata.get("recipe")}
+
+
 def model_recipe_fields() -> tuple[str, ...]:
-    """Model settings a workflow recipe may give (the architecture comes from widths and experiments)."""
-    return tuple(f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("recipe"))
+    return tuple(model_recipe_defaults())

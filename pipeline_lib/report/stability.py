@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_text
+from pipeline_lib.diverged import CLAUSE_WORDS
 from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report.inputs import read_json, read_train_log
-from pipeline_lib.report.tables import CLAUSE_WORDS
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Seed:
     update: int | None
     dev_ppl: float | None
     final_train_nll: float | None  # bits/token, the last logged interval
+    threshold_bits: float | None  # the divergence threshold the trainer judged this run against
 
     @property
     def converged(self) -> bool:
@@ -49,6 +50,7 @@ def read_grid(stab: dict[str, Any]) -> dict[Cell, list[Seed]]:
             update=status.get("update"),
             dev_ppl=valid.get("ppl"),
             final_train_nll=math.log2(points[-1][1]) if points else None,
+            threshold_bits=status.get("divergence_threshold_bits"),
         )
         key = (run["method"], run["depth"], float(run["lr"]), float(run.get("beta2", math.nan)))
         grid.setdefault(key, []).append(seed)
@@ -178,8 +180,7 @@ def stability_map(spec: dict[str, Any], plot_path: str, table_path: str | None =
         raise ValueError("the report spec has no stability map (config key stability_map)")
     grid = read_grid(stab)
     if "threshold_bits" not in stab.get("rule", {}):
-        thresholds = {read_json(r["status"]).get("divergence_threshold_bits") for r in stab["runs"].values()}
-        thresholds.discard(None)
+        thresholds = {s.threshold_bits for seeds in grid.values() for s in seeds} - {None}
         if len(thresholds) == 1:  # the same data and setting: one threshold for the whole grid
             stab = {**stab, "rule": {**stab.get("rule", {}), "threshold_bits": thresholds.pop()}}
     draw(stab, grid, plot_path)

@@ -15,17 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline_lib.diverged import CLAUSE_WORDS
 from pipeline_lib.letters import system_letters
 from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report.inputs import Run, load_run, read_json
-
-CLAUSE_WORDS = {
-    "non_finite": "non-finite loss",
-    "loss_scale": "fp16 loss scale collapsed",
-    "blew_up": "blew up after learning",
-    "stuck": "stuck at the threshold",
-    "worse_than_uniform": "worse than uniform",
-}
 
 METRIC_HEADERS = {
     "tok_bleu": "BLEU↑",

@@ -205,9 +205,7 @@ class TrainConfig:
     @property
     def stuck_after(self) -> int:
         """The update from which the divergence rule's ``stuck`` clause applies."""
-        if self.divergence_after is not None:
-            return self.divergence_after
-        return self.warmup_updates + self.divergence_window
+        return stuck_after(self.divergence_after, self.warmup_updates, self.divergence_window)
 
     def _positive_int(self, *names: str) -> None:
         for name in names:
@@ -250,6 +248,11 @@ class TrainConfig:
         return cls(**data)
 
 
+def stuck_after(divergence_after: int | None, warmup_updates: int, divergence_window: int) -> int:
+    """``divergence_after`` if set, else warm-up + window (the first full window after warm-up)."""
+    return divergence_after if divergence_after is not None else warmup_updates + divergence_window
+
+
 # Keys whose change makes a resumed run differ from an uninterrupted one (warned about on resume).
 TRAJECTORY_KEYS = (
     "optimizer", "adam_betas", "adam_eps", "lr", "lr_scheduler", "warmup_updates", "warmup_init_lr", "clip_norm",
@@ -269,6 +272,11 @@ def parse_betas(text: str) -> tuple[float, float]:
     return values  # type: ignore[return-value]
 
 
+def recipe_defaults() -> dict[str, Any]:
+    """The settings a workflow recipe may give (the rest come from the experiment or the rule), with
+    the value each takes when a recipe leaves it out."""
+    return {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.metadata.get("recipe")}
+
+
 def recipe_fields() -> tuple[str, ...]:
-    """The settings a workflow recipe may give (the rest come from the experiment or the rule)."""
-    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("recipe"))
+    return tuple(recipe_defaults())

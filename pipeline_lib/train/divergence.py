@@ -41,7 +41,6 @@ MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq'
 # few hundredths of a bit).
 LEARNED_MARGIN_BITS = 0.25
 UNIFORM_MARGIN_BITS = 1.0
-CLAUSES = ("non_finite", "loss_scale", "blew_up", "stuck", "worse_than_uniform")
 
 
 def unigram_entropy_bits(targets: IndexedDataset, vocab_size: int, eos: int) -> float:
@@ -72,7 +71,7 @@ def describe_rule(setting: float | str | None, window: int, after: int) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    criterion: str  # one of CLAUSES
+    criterion: str  # a key of pipeline_lib.diverged.CLAUSE_WORDS
     reason: str
 
 

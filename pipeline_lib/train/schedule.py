@@ -13,6 +13,8 @@ import math
 
 from torch.optim import Optimizer
 
+from pipeline_lib.train.config import LR_SCHEDULERS
+
 
 class LrSchedule:
     def __init__(
@@ -23,7 +25,7 @@ class LrSchedule:
         warmup_init_lr: float,
         decay: str = "inverse_sqrt",
     ) -> None:
-        if decay not in ("inverse_sqrt", "fixed"):
+        if decay not in LR_SCHEDULERS:
             raise ValueError(f"unknown lr schedule {decay!r}")
         self.decay = decay
         self.optimizer = optimizer

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
+from pipeline_lib.model.config import model_recipe_defaults
 from pipeline_lib.model.registry import needs_profile
+from pipeline_lib.train.config import recipe_defaults, stuck_after
 from pipeline_lib.train.divergence import describe_rule
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments
@@ -311,21 +313,24 @@ class Plan:
     def stability_setup(self) -> dict[str, Any]:
         """The map's recipe and divergence rule in words (every run of the grid shares them)."""
         first = next(iter(self.stability_runs))
-        rec = self.recipe(first)
+        rec = {
+            **recipe_defaults(),
+            **model_recipe_defaults(),
+            **self.recipe(first),
+        }  # as the trainer reads it
         stab = self.stability or {}
-        window = rec.get("divergence_window", 1000)
-        after = rec.get("divergence_after", rec.get("warmup_updates", 4000) + window)
+        window, warmup = rec["divergence_window"], rec["warmup_updates"]
+        after = stuck_after(rec["divergence_after"], warmup, window)
         width = self.width(first)
-        warmup = rec.get("warmup_updates", 4000)
         setup = (
-            f"{width.get('label', stab['width'])} models on {stab['dataset']}: {rec.get('optimizer', 'radam')} "
-            f"with beta1 {rec.get('adam_betas', [0.9])[0]}, "
+            f"{width.get('label', stab['width'])} models on {stab['dataset']}: {rec['optimizer']} "
+            f"with beta1 {rec['adam_betas'][0]}, "
             + ("no warm-up" if warmup == 0 else f"{warmup} warm-up updates")
-            + f", a {rec.get('lr_scheduler', 'inverse_sqrt')} learning rate, {stab['max_update']} updates of "
-            f"at most {rec['max_tokens']} target tokens, dropout {rec.get('dropout', 0.1)}; seeds "
+            + f", a {rec['lr_scheduler']} learning rate, {stab['max_update']} updates of "
+            f"at most {rec['max_tokens']} target tokens, dropout {rec['dropout']}; seeds "
             f"{', '.join(str(s) for s in stab.get('seeds', [1]))}."
         )
-        text = describe_rule(rec.get("divergence_threshold"), window, after)
+        text = describe_rule(rec["divergence_threshold"], window, after)
         return {"setup": setup, "rule": {"text": text}}
 
     def report_datasets(self) -> list[str]:
