@@ -8,8 +8,10 @@ import torch
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model import ModelConfig, build_model
 from pipeline_lib.model.kv_cache import SelfAttentionCache
+from pipeline_lib.model.registry import residual_names
 
-VARIANTS = [("post_ln", "pre"), ("pre_ln", "pre"), ("admin", "pre"), ("dlcl", "pre"), ("dlcl", "post")]
+# every registered variant, DLCL with both norms
+VARIANTS = [(name, "pre") for name in residual_names()] + [("dlcl", "post")]
 
 
 def tiny(residual: str = "post_ln", dlcl_norm: str = "pre", **kw) -> ModelConfig:

@@ -12,7 +12,7 @@ from train_fixtures import make_bin_dir, read_log, train_args
 
 from pipeline_lib.checkpoint import load_model
 from pipeline_lib.cli import main
-from pipeline_lib.model.registry import RESIDUALS, ResidualSpec, register, residual_names, unregister
+from pipeline_lib.model.registry import ResidualSpec, register, residual_names, unregister
 from pipeline_lib.model.residual import PostLNConnection, ResidualVariant
 from pipeline_lib.report.inputs import Run
 from pipeline_lib.report.tables import Significance, render_comparison
@@ -60,10 +60,11 @@ def test_a_variant_registered_alone_trains_and_reaches_the_tables(tmp_path: Path
 
 
 def test_schema_offers_exactly_the_registered_variants():
+    assert tuple(SCHEMA["definitions"]["residual"]["enum"]) == residual_names()
     experiments = SCHEMA["properties"]["experiments"]["additionalProperties"]["properties"]
-    assert tuple(experiments["residual"]["enum"]) == residual_names()
-    methods = SCHEMA["properties"]["stability_map"]["properties"]["methods"]["items"]["enum"]
-    assert set(methods) <= set(RESIDUALS)
+    assert experiments["residual"] == {"$ref": "#/definitions/residual"}
+    methods = SCHEMA["properties"]["stability_map"]["properties"]["methods"]["items"]
+    assert methods == {"$ref": "#/definitions/residual"}  # the map accepts every method
 
 
 def test_registering_a_name_twice_is_refused(half_shortcut):

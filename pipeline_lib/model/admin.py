@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from pipeline_lib.errors import CheckpointError
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.fold import fold_to_post_ln
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.residual import AdminConnection
 from pipeline_lib.model.transformer import Stack, TransformerModel
@@ -216,36 +216,10 @@ def apply_profile(model: TransformerModel, profile: AdminProfile) -> None:
             connection.omega.data.fill_(omega)
 
 
-@torch.no_grad()
 def fold_admin(model: TransformerModel) -> TransformerModel:
-    """A plain post-LN model computing the same function as a trained Admin model (eval mode).
-
-    LN(x*w + f(x)) with x = LN_prev(z): scale LN_prev's gamma/beta by w, so it emits x*w, and the
-    branch's input projections by 1/w, so the branch still sees x. The first sub-layer of a stack
-    has no LN before it; its ω goes into the embedding's input gain instead.
-    """
-    config = model.config
-    folded = TransformerModel(ModelConfig.from_dict({**config.to_dict(), "residual": "post_ln"}))
-    folded.load_state_dict(_state_without_omegas(model), strict=True)
-    for name in STACKS:
-        admin_stack, plain_stack = getattr(model, name), getattr(folded, name)
-        omegas = [c.omega.detach().clone() for c in _admin_connections(admin_stack)]
-        connections = plain_stack.connections()
-        branches = [branch for layer in plain_stack.layers for _, branch in layer.sublayers()]
-        for i, (omega, branch) in enumerate(zip(omegas, branches, strict=True)):
-            if i == 0:
-                plain_stack.embed.set_input_gain(omega)
-            else:
-                previous_norm = connections[i - 1].norm
-                previous_norm.weight.mul_(omega)
-                previous_norm.bias.mul_(omega)
-            for projection in branch.input_projections():
-                projection.weight.div_(omega.unsqueeze(0))
-    return folded
-
-
-def _state_without_omegas(model: TransformerModel) -> dict[str, Tensor]:
-    return {k: v for k, v in model.state_dict().items() if not k.endswith(".omega")}
+    """A plain post-LN model computing the same function as a trained Admin model (eval mode)."""
+    _admin_connections(model.encoder)
+    return fold_to_post_ln(model)
 
 
 def resolve_profile(config: ModelConfig, path: str | None, closed_form: bool) -> AdminProfile | None:

@@ -49,7 +49,9 @@ def _small_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None)
 class MultiheadAttention(nn.Module):
     """Self-attention uses one fused QKV projection; cross-attention fuses only K and V."""
 
-    def __init__(self, d_model: int, heads: int, dropout: float, self_attention: bool) -> None:
+    def __init__(
+        self, d_model: int, heads: int, dropout: float, self_attention: bool, inner_norm: bool = False
+    ) -> None:
         super().__init__()
         self.heads = heads
         self.head_dim = d_model // heads
@@ -61,10 +63,21 @@ class MultiheadAttention(nn.Module):
             self.q_proj = Linear(d_model, d_model)
             self.kv_proj = Linear(d_model, 2 * d_model)
         self.out_proj = Linear(d_model, d_model)
+        # Sub-LN: a LayerNorm on the attention output, before out_proj
+        self.inner_norm = nn.LayerNorm(d_model) if inner_norm else None
 
     def input_projections(self) -> list[nn.Linear]:
         """The projections that read the query-side input (what Admin folding rescales)."""
         return [self.qkv_proj] if self.self_attention else [self.q_proj]
+
+    @torch.no_grad()
+    def scale_residual_weights(self, gain: float) -> None:
+        """Multiply the value and output projections by ``gain`` (the weights DeepNorm, Sub-LN and
+        T-Fixup rescale at init; queries and keys keep theirs)."""
+        fused, first = (self.qkv_proj, 2) if self.self_attention else (self.kv_proj, 1)
+        d_model = self.out_proj.in_features
+        fused.weight[first * d_model : (first + 1) * d_model].mul_(gain)
+        self.out_proj.weight.mul_(gain)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         batch, time, _ = x.shape
@@ -122,4 +135,7 @@ class MultiheadAttention(nn.Module):
         if group > 1:  # (B, H, g*T, D) -> (B*g, H, T, D)
             out = out.view(batch // group, self.heads, group, time, self.head_dim).transpose(1, 2)
             out = out.reshape(batch, self.heads, time, self.head_dim)
-        return self.out_proj(out.transpose(1, 2).reshape(batch, time, d_model))
+        out = out.transpose(1, 2).reshape(batch, time, d_model)
+        if self.inner_norm is not None:
+            out = self.inner_norm(out)
+        return self.out_proj(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -14,34 +15,52 @@ from pipeline_lib.model.residual import ResidualVariant, Site
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
+    def __init__(
+        self, d_model: int, ffn_dim: int, activation_dropout: float, inner_norm: bool = False
+    ) -> None:
         super().__init__()
         self.fc1 = Linear(d_model, ffn_dim)
         self.fc2 = Linear(ffn_dim, d_model)
         self.activation_dropout = Dropout(activation_dropout)
+        # Sub-LN: a LayerNorm on the hidden activations, before fc2
+        self.inner_norm = nn.LayerNorm(ffn_dim) if inner_norm else None
 
     def input_projections(self) -> list[nn.Linear]:
         return [self.fc1]
 
+    @torch.no_grad()
+    def scale_residual_weights(self, gain: float) -> None:
+        """Multiply both projections by ``gain`` (see ``MultiheadAttention.scale_residual_weights``)."""
+        self.fc1.weight.mul_(gain)
+        self.fc2.weight.mul_(gain)
+
     def forward(self, x: Tensor) -> Tensor:
         # 2-D, so that fc1's output is a tensor of its own, not a view: an in-place ReLU on a view
         # makes autograd zero-fill, clone and copy the whole hidden tensor back in backward.
-        hidden = F.relu(self.fc1(x.reshape(-1, x.shape[-1])), inplace=True)
-        return self.fc2(self.activation_dropout(hidden)).view(x.shape)
+        hidden = self.activation_dropout(F.relu(self.fc1(x.reshape(-1, x.shape[-1])), inplace=True))
+        if self.inner_norm is not None:
+            hidden = self.inner_norm(hidden)
+        return self.fc2(hidden).view(x.shape)
 
 
-def site(config: ModelConfig, stack: str, layer: int) -> Site:
-    return Site(config.d_model, config.dropout, stack, layer, config.encoder_layers, config.decoder_layers)
+def site(config: ModelConfig, stack: str, layer: int, sublayer: int) -> Site:
+    sublayers = 2 if stack == "encoder" else 3
+    return Site(
+        config.d_model, config.dropout, stack, layer, config.encoder_layers, config.decoder_layers,
+        sublayer, sublayers,
+    )  # fmt: skip
 
 
 class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int = 0) -> None:
         super().__init__()
-        d, here = config.d_model, site(config, "encoder", index)
-        self.self_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=True)
-        self.self_attn_residual = variant.connection(here)
-        self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout)
-        self.ffn_residual = variant.connection(here)
+        d, inner = config.d_model, variant.inner_norm
+        self.self_attn = MultiheadAttention(
+            d, config.heads, config.attention_dropout, self_attention=True, inner_norm=inner
+        )
+        self.self_attn_residual = variant.connection(site(config, "encoder", index, 0))
+        self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout, inner)
+        self.ffn_residual = variant.connection(site(config, "encoder", index, 1))
 
     def sublayers(self) -> list[tuple[nn.Module, nn.Module]]:
         """(residual connection, branch) pairs in forward order."""
@@ -62,13 +81,13 @@ class DecoderLayerCache:
 class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int = 0) -> None:
         super().__init__()
-        d, here = config.d_model, site(config, "decoder", index)
-        self.self_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=True)
-        self.self_attn_residual = variant.connection(here)
-        self.cross_attn = MultiheadAttention(d, config.heads, config.attention_dropout, self_attention=False)
-        self.cross_attn_residual = variant.connection(here)
-        self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout)
-        self.ffn_residual = variant.connection(here)
+        d, inner, heads, dropout = config.d_model, variant.inner_norm, config.heads, config.attention_dropout
+        self.self_attn = MultiheadAttention(d, heads, dropout, self_attention=True, inner_norm=inner)
+        self.self_attn_residual = variant.connection(site(config, "decoder", index, 0))
+        self.cross_attn = MultiheadAttention(d, heads, dropout, self_attention=False, inner_norm=inner)
+        self.cross_attn_residual = variant.connection(site(config, "decoder", index, 1))
+        self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout, inner)
+        self.ffn_residual = variant.connection(site(config, "decoder", index, 2))
 
     def sublayers(self) -> list[tuple[nn.Module, nn.Module]]:
         return [

@@ -8,12 +8,17 @@ A variant decides two things: how one sub-layer's branch f is joined to its inpu
     admin   : x = LN(x * w + f(x)), w trainable      plain stack
     dlcl    : pre- or post-LN sub-layers             dynamic linear combination of all layer outputs
 
+The later stabilizers (DeepNorm, Sub-LN, T-Fixup, ReZero, B2T, DS-Init, ResiDual) live one per module
+in ``pipeline_lib.model.stabilizers``, built from the same four hooks a :class:`ResidualVariant` has:
+the connection, the stack combiner (which also decides what flows between layers: a tensor, or a
+pair of streams for B2T and ResiDual), an optional LayerNorm inside the branches, and an init.
+
 Every connection routes its branch output through ``branch_output`` (an identity module), so
 Admin profiling can observe branch variances with forward hooks and no special code path.
 
-A connection is built for one site (:class:`Site`: its stack, layer index and the model's depths),
-so depth-dependent schemes can scale by N and M. The variants are registered by name in
-``pipeline_lib.model.registry``; the factories at the end of this module build them.
+A connection is built for one site (:class:`Site`: its stack, layer and sub-layer index and the
+model's depths), so depth-dependent schemes can scale by N and M. The variants are registered by
+name in ``pipeline_lib.model.registry``; the factories at the end of this module build them.
 """
 
 from __future__ import annotations
@@ -40,12 +45,22 @@ class Site:
     layer: int  # 0-based index within the stack
     encoder_layers: int
     decoder_layers: int
+    sublayer: int = 0  # 0-based index within the layer
+    sublayers: int = 1  # sub-layers in this layer (2 encoder, 3 decoder)
+
+    @property
+    def last_in_layer(self) -> bool:
+        return self.sublayer == self.sublayers - 1
 
 
 class SublayerConnection(nn.Module):
+    normalized = True  # has its own LayerNorm (``norm``)
+
     def __init__(self, site: Site) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(site.d_model)
+        self.site = site
+        if self.normalized:
+            self.norm = nn.LayerNorm(site.d_model)
         self.dropout = Dropout(site.dropout)
         self.branch_output = nn.Identity()
 
@@ -73,6 +88,10 @@ class AdminConnection(SublayerConnection):
     def forward(self, x: Tensor, f: Branch) -> Tensor:
         return self.norm(x * self.omega + self.branch(f, x))
 
+    def shortcut_scale(self) -> Tensor:
+        """The shortcut's per-dimension factor, which folding moves into the LayerNorm before it."""
+        return self.omega
+
 
 class LayerCombiner(nn.Module):
     """Plain stacking: layer l+1 reads layer l's output.
@@ -92,6 +111,17 @@ class LayerCombiner(nn.Module):
 
     def output(self, state: list[Tensor]) -> Tensor:
         return state[-1]
+
+
+class TwoStreamCombiner(LayerCombiner):
+    """Layers pass a pair (main, side) instead of one tensor (B2T's layer input, ResiDual's second
+    stream); the stack's output is the main stream. Connections unpack the pair themselves."""
+
+    def start(self, embedded: Tensor) -> list[Any]:
+        return [(embedded, embedded)]
+
+    def output(self, state: list[Any]) -> Tensor:
+        return state[-1][0]
 
 
 class DynamicLinearCombination(LayerCombiner):
@@ -130,20 +160,25 @@ class DynamicLinearCombination(LayerCombiner):
         return self.next_input(state)
 
 
+def plain_stack(num_layers: int, d_model: int) -> LayerCombiner:
+    return LayerCombiner()
+
+
 @dataclass(frozen=True)
 class ResidualVariant:
     """Everything a stack needs to know about one residual variant."""
 
     connection: Callable[[Site], SublayerConnection]
     final_norm: bool
-    dlcl_norm: str | None = None
+    # (layers, d_model) -> the stack's combiner
+    combiner: Callable[[int, int], LayerCombiner] = plain_stack
+    # A LayerNorm inside each branch, before its output projection (Sub-LN).
+    inner_norm: bool = False
     # Called after the base initialisation (model, config): a variant's own init, e.g. depth scaling.
     init: Callable[[nn.Module, Any], None] | None = None
 
     def make_combiner(self, num_layers: int, d_model: int) -> LayerCombiner:
-        if self.dlcl_norm is None:
-            return LayerCombiner()
-        return DynamicLinearCombination(num_layers, d_model, self.dlcl_norm)
+        return self.combiner(num_layers, d_model)
 
 
 # ------------------------------------------------------------------ factories (see model/registry.py)
@@ -161,6 +196,9 @@ def admin(config: Any) -> ResidualVariant:
 
 def dlcl(config: Any) -> ResidualVariant:
     # DLCL's pre-norm stack ends with an LN of its own; post-norm's combination is already normed.
+    def combiner(num_layers: int, d_model: int) -> LayerCombiner:
+        return DynamicLinearCombination(num_layers, d_model, config.dlcl_norm)
+
     if config.dlcl_norm == "pre":
-        return ResidualVariant(PreLNConnection, final_norm=True, dlcl_norm="pre")
-    return ResidualVariant(PostLNConnection, final_norm=False, dlcl_norm="post")
+        return ResidualVariant(PreLNConnection, final_norm=True, combiner=combiner)
+    return ResidualVariant(PostLNConnection, final_norm=False, combiner=combiner)

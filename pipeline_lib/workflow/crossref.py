@@ -15,6 +15,8 @@ def fail(key: str, message: str) -> None:
 
 
 def check_references(config: dict[str, Any], experiments: dict[str, dict[str, Any]]) -> None:
+    if not experiments:
+        fail("experiments", "is empty and there is no stability_map: nothing to train")
     _check_datasets(config["datasets"])
     _check_widths(config["widths"])
     for name, exp in experiments.items():
