@@ -1,7 +1,7 @@
 # deepnmt-repro: deep-Transformer NMT reproduction (Admin, pre-LN, DLCL, Lipschitz init).
 #
 #   snakemake --profile profiles/local all                                  # the CPU demo
-#   snakemake --profile profiles/slurm --configfile config.wmt14_en_fr.yaml all
+#   snakemake --profile profiles/slurm all --configfile config.wmt14_en_fr.yaml
 #
 # Stages are `python -m pipeline_lib <stage>`; the rules only wire files together.
 
