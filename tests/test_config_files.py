@@ -24,6 +24,8 @@ SHIPPED = [
     ["config.wmt14_en_de.yaml", "config.smoke.yaml"],
     ["config.iwslt14_fig10.yaml"],
     ["config.wmt14_en_de_dlcl_lipschitz.yaml"],
+    ["config.demo_bt.yaml"],
+    ["config.stability_methods.yaml"],
 ]
 
 
@@ -122,3 +124,31 @@ def test_the_last_file_that_sets_a_key_is_named(tmp_path: Path):
     # not written anywhere (a schema default): the deepest part that is written
     assert locate_key("recipes.r.max_epoch", [first, second]) == f"{second}:3"
     assert locate_key("decoding.default", [first, second]) is None
+
+
+COMMAND = re.compile(r"^#\s+(snakemake\s.*)$", re.M)
+
+
+def test_commands_in_config_and_snakefile_headers_name_the_target_before_configfile():
+    """`--configfile` takes every word after it as a config file (nargs=+), so `... --configfile c.yaml
+    all` fails with "No such file: 'all'": a target must come before it."""
+    commands = []
+    for path in [REPO / "Snakefile", *sorted(REPO.glob("config*.yaml"))]:
+        commands += [(path.name, c) for c in COMMAND.findall(path.read_text(encoding="utf-8"))]
+    assert len(commands) >= 7, commands
+    for where, command in commands:
+        words = command.split("#")[0].split()
+        if "--configfile" in words:
+            files = words[words.index("--configfile") + 1 :]
+            assert files and all(w.endswith((".yaml", ".yml")) for w in files), (where, command)
+
+
+def test_no_experiments_and_no_stability_map_is_a_config_error(tmp_path: Path):
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["experiments"], cfg["tables"] = {}, {}
+    del cfg["stability_map"]
+    path = tmp_path / "empty.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = pipeline("check-config", str(path), cwd=REPO)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "config key 'experiments': is empty and there is no stability_map" in proc.stderr, proc.stderr

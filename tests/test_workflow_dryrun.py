@@ -83,7 +83,7 @@ def expected_counts(cfg: dict) -> Counter:
             "translate": len(exps),
             "score": len(exps),
             "significance": n_sig,
-            "analyze": 1,
+            "analyze": int(bool(tables.get("analysis", tables.get("table1", {}).get("rows")))),
             "report_spec": 1,
             "report": 1,
             "learning_curves": 1,
@@ -97,6 +97,7 @@ def expected_counts(cfg: dict) -> Counter:
 CONFIGS = [
     "config.yaml",
     "config.demo_bt.yaml",
+    "config.stability_methods.yaml",
     "tests/data/config.tiny.yaml",
 ]
 PAPER_CONFIGS = [

@@ -25,6 +25,10 @@ def dropout_generator(generator: torch.Generator | None) -> contextlib.AbstractC
     return thread_local_setting(_local, "generator", generator)
 
 
+def current_dropout_generator() -> torch.Generator | None:
+    return getattr(_local, "generator", None)
+
+
 # Keep-masks come from 16 random bits per element, four per 64-bit draw: the Mersenne Twister is
 # the cost of CPU dropout, and one draw per element (bernoulli_, rand) takes ~2.6x as long. The drop
 # probability is thereby rounded to a multiple of 1/65536, and the scale uses the rounded value.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from pipeline_lib.model.checkpointing import checkpointed_call
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.init import initialize
@@ -72,15 +73,21 @@ class Stack(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.combiner = variant.make_combiner(len(layers), d)
         self.final_norm = nn.LayerNorm(d) if variant.final_norm else None
+        self.checkpoint_layers = False  # recompute each layer's activations in backward
 
     def connections(self) -> list[nn.Module]:
         return [conn for layer in self.layers for conn, _ in layer.sublayers()]
 
     def run_layers(self, x: Tensor, *layer_args, caches=None) -> Tensor:
         state = self.combiner.start(x)
+        checkpointing = self.checkpoint_layers and self.training and torch.is_grad_enabled()
         for i, layer in enumerate(self.layers):
             extra = () if caches is None else (caches[i],)
-            self.combiner.add(state, layer(self.combiner.next_input(state), *layer_args, *extra))
+            x = self.combiner.next_input(state)
+            if checkpointing and caches is None:
+                self.combiner.add(state, checkpointed_call(layer, x, *layer_args))
+            else:
+                self.combiner.add(state, layer(x, *layer_args, *extra))
         x = self.combiner.output(state)
         return self.final_norm(x) if self.final_norm is not None else x
 
@@ -209,6 +216,9 @@ class TransformerModel(nn.Module):
 
     def new_cache(self, group: int = 1) -> DecoderCache:
         return DecoderCache(self.config.decoder_layers, group)
+
+    def set_activation_checkpointing(self, enabled: bool) -> None:
+        self.encoder.checkpoint_layers = self.decoder.checkpoint_layers = enabled
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -115,6 +115,13 @@ class TrainConfig:
     admin_closed_form: bool = setting(False, "Admin ω from the closed form, no profile", group=ADMIN)
     device: str = setting("cpu", group=RUNTIME, choices=DEVICES, cli_default=_default_device)
     amp: str = setting("none", recipe=True, group=RUNTIME, choices=AMP_MODES)
+    checkpoint_activations: bool = setting(
+        False,
+        "recompute each layer's activations in backward instead of keeping them (less memory for "
+        "deep models, one more forward pass of compute; same gradients)",
+        recipe=True,
+        group=RUNTIME,
+    )
     num_threads: int = setting(0, "torch CPU threads (0: torch's default)", group=RUNTIME)
     cpu_workers: int = setting(
         1,

@@ -131,6 +131,7 @@ class Trainer:
         self.admin_profile = resolve_profile(self.model_cfg, cfg.admin_profile, cfg.admin_closed_form)
         torch.manual_seed(cfg.seed)
         self.model: TransformerModel = build_model(model_cfg)
+        self.model.set_activation_checkpointing(cfg.checkpoint_activations)
         if self.admin_profile is not None:
             apply_profile(self.model, self.admin_profile)
         self.model.to(self.device)
