@@ -13,6 +13,7 @@ from pipeline_lib.checkpoint import load_checkpoint
 from pipeline_lib.cli import main
 from pipeline_lib.model.registry import needs_profile, residual_names
 
+pytestmark = pytest.mark.slow  # 11 methods x 40 updates of a 12L-12L model: ~75 s
 DEEP = ["--encoder-layers", "12", "--decoder-layers", "12", "--d-model", "16", "--ffn-dim", "32"]
 UPDATES = 20
 

@@ -11,7 +11,7 @@ from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import Dropout
 from pipeline_lib.model.kv_cache import EncoderKeyValues, SelfAttentionCache
 from pipeline_lib.model.linear import Linear
-from pipeline_lib.model.residual import ResidualVariant, Site
+from pipeline_lib.model.residual import ResidualVariant, Site, Stream
 
 
 class FeedForward(nn.Module):
@@ -66,7 +66,7 @@ class EncoderLayer(nn.Module):
         """(residual connection, branch) pairs in forward order."""
         return [(self.self_attn_residual, self.self_attn), (self.ffn_residual, self.ffn)]
 
-    def forward(self, x: Tensor, padding_mask: Tensor | None) -> Tensor:
+    def forward(self, x: Stream, padding_mask: Tensor | None) -> Stream:
         x = self.self_attn_residual(x, lambda h: self.self_attn(h, key_padding_mask=padding_mask))
         return self.ffn_residual(x, self.ffn)
 
@@ -98,11 +98,11 @@ class DecoderLayer(nn.Module):
 
     def forward(
         self,
-        x: Tensor,
+        x: Stream,
         encoder_out: Tensor,
         encoder_padding_mask: Tensor | None,
         cache: DecoderLayerCache | None = None,
-    ) -> Tensor:
+    ) -> Stream:
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
         group = cache.group if cache is not None else 1

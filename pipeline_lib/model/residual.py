@@ -33,6 +33,8 @@ from torch import Tensor, nn
 from pipeline_lib.model.dropout import Dropout
 
 Branch = Callable[[Tensor], Tensor]
+# What flows between sub-layers and layers: a tensor, or a (main, side) pair (TwoStreamCombiner).
+Stream = Tensor | tuple[Tensor, Tensor]
 
 
 @dataclass(frozen=True)

@@ -134,15 +134,22 @@ def final_loss_section(stab: dict[str, Any], grid: dict[Cell, list[Seed]]) -> li
     return lines
 
 
+PANELS_PER_ROW = 6  # the eleven-method map wraps onto two rows
+
+
 def draw(stab: dict[str, Any], grid: dict[Cell, list[Seed]], path: str) -> None:
     from pipeline_lib.report.plots import plt, save_figure
 
     methods, depths, lrs, betas = _axes(stab)
     panels = [(m, d) for d in depths for m in methods]
+    columns = min(len(panels), PANELS_PER_ROW)
+    rows = math.ceil(len(panels) / columns)
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(2.9 * len(panels) + 1.2, 0.5 * len(lrs) + 2.2), dpi=120, squeeze=False
+        rows, columns, figsize=(2.9 * columns + 1.2, (0.5 * len(lrs) + 2.2) * rows), dpi=120, squeeze=False
     )
-    for ax, (method, depth) in zip(axes[0], panels, strict=True):
+    for ax in axes.flat[len(panels) :]:
+        ax.axis("off")
+    for ax, (method, depth) in zip(axes.flat, panels, strict=False):
         frac = [
             [_fraction(grid.get((method, depth, lr, b), [])) for b in betas] for lr in lrs
         ]  # rows: lr, columns: beta2, as the paper's figure
@@ -160,7 +167,8 @@ def draw(stab: dict[str, Any], grid: dict[Cell, list[Seed]], path: str) -> None:
         ax.set_yticklabels([f"{lr:g}" for lr in lrs])
         ax.set_xlabel("Adam β2")
         ax.set_title(f"{residual_label(method)} {depth.replace('-', 'L-')}L", fontsize=9)
-    axes[0][0].set_ylabel("learning rate")
+    for row in axes:
+        row[0].set_ylabel("learning rate")
     fig.suptitle(
         f"Stability map, {stab['max_update']} updates, no warm-up: converged seeds / seeds, "
         "mean dev perplexity of the converged",
