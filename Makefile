@@ -27,12 +27,8 @@ profiles: $(BIN)/python
 demo: setup
 	. $(BIN)/activate && snakemake --profile local all
 
-# Two pytest workers (pytest-xdist): most tests run on one core, and the end-to-end runs wait on
-# process start-up between jobs. Slow tests start first (tests/conftest.py); the SLURM tests share one
-# worker and one cluster. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
 test: setup-dev
-	. $(BIN)/activate && python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	. $(BIN)/activate && python -m pytest -q -ra $(PYTEST_ARGS)
 
 # The edit loop: everything but the end-to-end runs, the DDP runs and the SLURM cluster (~2 minutes).
 test-fast: setup-dev
