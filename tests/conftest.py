@@ -9,4 +9,3 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
-
