@@ -28,11 +28,10 @@ from pipeline_lib.errors import CheckpointError
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.fold import fold_to_post_ln
 from pipeline_lib.model.registry import needs_profile
-from pipeline_lib.model.residual import AdminConnection
+from pipeline_lib.model.residual import STACKS, AdminConnection
 from pipeline_lib.model.transformer import Stack, TransformerModel
 
 PROFILE_FORMAT = "deepnmt-admin-profile/1"
-STACKS = ("encoder", "decoder")
 RECURSIONS = ("reference", "cumulative")
 
 

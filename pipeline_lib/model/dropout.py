@@ -50,7 +50,7 @@ def keep_mask(shape: torch.Size, p: float, generator: torch.Generator, device: t
 
 class Dropout(nn.Dropout):
     def forward(self, x: Tensor) -> Tensor:
-        generator = getattr(_local, "generator", None)
+        generator = current_dropout_generator()
         if generator is None or not self.training or self.p == 0.0:
             return F.dropout(x, self.p, self.training)
         dropped = round(self.p * _LEVELS)

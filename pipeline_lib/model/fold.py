@@ -12,9 +12,8 @@ import torch
 from torch import Tensor
 
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.residual import STACKS
 from pipeline_lib.model.transformer import TransformerModel
-
-STACKS = ("encoder", "decoder")
 
 
 def shortcut_scales(model: TransformerModel, stack: str) -> list[Tensor]:

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from pipeline_lib.model.dropout import Dropout
 
 Branch = Callable[[Tensor], Tensor]
+STACKS = ("encoder", "decoder")  # a model's two stacks, as Site.stack names them
 # What flows between sub-layers and layers: a tensor, or a (main, side) pair (TwoStreamCombiner).
 Stream = Tensor | tuple[Tensor, Tensor]
 
@@ -43,7 +44,7 @@ class Site:
 
     d_model: int
     dropout: float
-    stack: str  # "encoder" | "decoder"
+    stack: str  # one of STACKS
     layer: int  # 0-based index within the stack
     encoder_layers: int
     decoder_layers: int

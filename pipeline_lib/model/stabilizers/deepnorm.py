@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from pipeline_lib.model.residual import Branch, PostLNConnection, ResidualVariant, Site
-from pipeline_lib.model.stabilizers.scaling import STACKS, scale_branch_weights
+from pipeline_lib.model.residual import STACKS, Branch, PostLNConnection, ResidualVariant, Site
+from pipeline_lib.model.stabilizers.scaling import scale_branch_weights
 
 
 def deepnorm_constants(stack: str, encoder_layers: int, decoder_layers: int) -> tuple[float, float]:

@@ -14,8 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pipeline_lib.model.residual import PostLNConnection, ResidualVariant
-from pipeline_lib.model.stabilizers.scaling import STACKS
+from pipeline_lib.model.residual import STACKS, PostLNConnection, ResidualVariant
 
 ALPHA = 1.0
 

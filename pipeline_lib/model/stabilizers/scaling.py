@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-STACKS = ("encoder", "decoder")
+from pipeline_lib.model.residual import STACKS
 
 
 def scale_branch_weights(stack: nn.Module, gain: float) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 from torch import nn
 
-from pipeline_lib.model.residual import PreLNConnection, ResidualVariant
-from pipeline_lib.model.stabilizers.scaling import STACKS, scale_branch_weights
+from pipeline_lib.model.residual import STACKS, PreLNConnection, ResidualVariant
+from pipeline_lib.model.stabilizers.scaling import scale_branch_weights
 
 
 def sub_ln_gain(stack: str, encoder_layers: int, decoder_layers: int) -> float:

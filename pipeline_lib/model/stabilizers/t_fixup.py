@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from pipeline_lib.model.residual import Branch, ResidualVariant, SublayerConnection
-from pipeline_lib.model.stabilizers.scaling import STACKS, embedding_tables, scale_branch_weights
+from pipeline_lib.model.residual import STACKS, Branch, ResidualVariant, SublayerConnection
+from pipeline_lib.model.stabilizers.scaling import embedding_tables, scale_branch_weights
 
 
 def t_fixup_gain(stack: str, encoder_layers: int, decoder_layers: int) -> float:
