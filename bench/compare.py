@@ -63,7 +63,18 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(__file__).resolve().parent / "peers"
 sys.path.insert(0, str(PEERS))
-from toolkits import BEAM, DECODE_BATCH, FIXED_LEN, PRESETS, TOOLKITS, Command, Setup, Shape, Toolkit  # noqa: E402
+from toolkits import (  # noqa: E402
+    BEAM,
+    DECODE_BATCH,
+    FIXED_LEN,
+    PRESETS,
+    SAMPLING_MODES,
+    TOOLKITS,
+    Command,
+    Setup,
+    Shape,
+    Toolkit,
+)
 
 MAX_TOKENS = 4096
 ORDER = ("fairseq", "opennmt", "sockeye", "deepnmt")
@@ -398,6 +409,8 @@ def bench_toolkit(tk: Toolkit, s: Setup, args: argparse.Namespace, cache: Path, 
         res.train = train_once(tk, s, args, res, run, "")
         res.train["rounds"] = [round_summary(res.train)]
         for mode in args.modes:
+            if mode in SAMPLING_MODES and tk.name not in ("fairseq", "deepnmt"):
+                continue  # the sampling flags are fairseq's and ours
             out = s.work / f"decode-{mode}.txt"
             proc = run(tk.decode(s, mode, out), f"decode-{mode}.log")
             _check(proc, f"{mode} decoding")
@@ -598,6 +611,24 @@ def table(
     return "\n".join(lines)
 
 
+def bt_cost_table(results: list[Result], modes: list[str], sentences: float, device: str) -> str:
+    """Hours to back-translate ``sentences`` at each decoding mode's measured rate, per toolkit."""
+    lines = [f"\nback-translation cost: {sentences / 1e6:.1f}M sentences at each rate, one {device} worker"]
+    lines.append(f"{'mode':8} {'toolkit':10} {'sent/s':>8} {'tok/s':>8} {'hours':>10} {'vs fairseq':>10}")
+    for mode in modes:
+        base = next((r.decode[mode] for r in results if r.toolkit == "fairseq" and mode in r.decode), None)
+        for r in results:
+            d = r.decode.get(mode)
+            if r.status != "ok" or d is None:
+                continue
+            ratio = f"{d['sentences_per_s'] / base['sentences_per_s']:.2f}x" if base else "-"
+            hours = sentences / d["sentences_per_s"] / 3600
+            lines.append(
+                f"{mode:8} {r.toolkit:10} {d['sentences_per_s']:8.1f} {d['tokens_per_s']:8.0f} {hours:10,.0f} {ratio:>10}"
+            )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -618,7 +649,19 @@ def parse_args() -> argparse.Namespace:
         help="train every toolkit this many times (order reversed every other round); the table reports "
         "the median round, and a second table every round",
     )
-    p.add_argument("--modes", nargs="+", choices=["fixed", "natural"], default=["fixed", "natural"])
+    p.add_argument(
+        "--modes",
+        nargs="+",
+        choices=["fixed", "natural", *SAMPLING_MODES],
+        default=["fixed", "natural"],
+        help="decoding: beam search at a fixed or natural length, or back-translation's sampling (fairseq, ours)",
+    )
+    p.add_argument(
+        "--bt-sentences",
+        type=float,
+        default=21.8e6,
+        help="back-translation cost: hours to decode this many sentences at each mode's rate (paper: 21.8M)",
+    )
     p.add_argument("--words", type=int, default=4000, help="synthetic vocabulary size")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--work-dir", type=Path, default=None, help="default: a temporary directory, removed")
@@ -739,6 +782,7 @@ def main() -> None:
                 f"deepnmt / fastest peer: median {statistics.median(ratios):.2f}x, "
                 f"lowest {min(ratios):.2f}x, highest {max(ratios):.2f}x"
             )
+    print(bt_cost_table(results, args.modes, args.bt_sentences, args.device))
     for r in results:
         if r.note:
             print(f"note {r.toolkit}: {r.note.lstrip('; ')}")
@@ -772,6 +816,8 @@ def main() -> None:
             "decode_batch": args.decode_batch,
             "no_cudnn_attention": args.no_cudnn_attention,
             "beam": BEAM,
+            "sampling_modes": {m: k for m, k in SAMPLING_MODES.items() if m in args.modes},
+            "bt_sentences": args.bt_sentences,
             "fixed_len": FIXED_LEN,
             "decode_sentences": args.decode_sentences,
             "train_pairs": n_train,

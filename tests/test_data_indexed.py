@@ -69,3 +69,17 @@ def test_truncated_dataset_detected(tmp_path: Path) -> None:
     np.save(tmp_path / "t.en.ids.npy", np.array([4, 5], dtype=np.int32))
     with pytest.raises(InputError, match="truncated or mismatched"):
         IndexedDataset(tmp_path / "t.en")
+
+
+def test_add_many_writes_the_same_files_as_add(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    sentences = [rng.integers(0, 5000, size=int(n)).tolist() for n in rng.integers(0, 40, size=300)]
+    with IndexedDatasetWriter(tmp_path / "one") as w:
+        for s in sentences:
+            w.add(s)
+    with IndexedDatasetWriter(tmp_path / "many") as w:
+        w.add_many(iter(sentences), batch=7)
+    for suffix in (".ids.npy", ".offsets.npy"):
+        assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"many{suffix}").read_bytes()
+    with pytest.raises(ValueError, match="int32"), IndexedDatasetWriter(tmp_path / "bad") as w:
+        w.add_many([[1, 2], [-1]])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from pipeline_lib.cli import main
+from pipeline_lib.data import subword
 from pipeline_lib.data.detok import moses_detokenize, postprocess_subwords, restore_text
 from pipeline_lib.data.indexed import IndexedDataset, ParallelCorpus, load_meta
 from pipeline_lib.data.vocab import Vocabulary
@@ -414,3 +416,33 @@ def test_cleaning_more_than_a_fifth_is_warned_in_log_meta_and_report(tmp_path: P
     _write(raw / "train.fr", ["x y z"] * 8 + ["un deux trois quatre"] * 2)
     assert _pp(raw, tok) == 0
     assert "warning" not in json.loads((tok / "meta.json").read_text())["splits"]["train"]
+
+
+def test_learned_vocabularies_count_the_segmented_training_text(corpus: Path) -> None:
+    # learn-bpe segments each word type once, weighted by its count; this must equal counting
+    # the segmented text line by line (what apply-bpe then produces).
+    for lang in ("en", "fr"):
+        expected: Counter[str] = Counter()
+        for line in _read(corpus / "bpe" / f"train.{lang}"):
+            expected.update(line.split())
+        learned = {}
+        for row in _read(corpus / "sw" / f"vocab.{lang}"):
+            token, count = row.rsplit(" ", 1)
+            learned[token] = int(count)
+        assert learned == dict(expected)
+
+
+def test_bounded_bpe_cache_gives_the_same_segmentation(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(subword, "BPE_CACHE_WORDS", 3)  # cleared every few words
+    out = tmp_path / "train.fr"
+    subword.segment_file(corpus / "tok" / "train.fr", out, kind="bpe", model_path=corpus / "sw" / "codes")
+    assert out.read_bytes() == (corpus / "bpe" / "train.fr").read_bytes()
+
+
+def test_parallel_binarize_equals_single_process(corpus: Path, tmp_path: Path) -> None:
+    argv = ["binarize", "--in-dir", str(corpus / "bpe"), "--src", "en", "--tgt", "fr"]
+    assert main([*argv, "--out-dir", str(tmp_path / "one"), "--workers", "1"]) == 0
+    assert main([*argv, "--out-dir", str(tmp_path / "two"), "--workers", "2", "--chunk-size", "7"]) == 0
+    for name in ("vocab.txt", "train.fr.ids.npy", "train.fr.offsets.npy", "test.en.ids.npy"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+        assert (tmp_path / "two" / name).read_bytes() == (corpus / "bin" / name).read_bytes()

@@ -276,6 +276,15 @@ def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
         gpu_hours += runs * default["gpu"] * default["runtime"] / 60
     trained = rows["train"][1] + rows.get("train_backtranslation", (0, 0.0))[1]
     assert trained == pytest.approx(gpu_hours, abs=1)
+    # every experiment states its effective batch and the memory it needs per GPU
+    batch_rows = {
+        cells[0]: cells
+        for line in proc.stdout.splitlines()
+        if len(cells := [c.strip() for c in line.strip("|").split("|")]) == 6
+    }
+    for name in cfg["experiments"]:
+        memory = batch_rows[name][5]
+        assert memory.endswith(" GB") and 0.01 < float(memory[:-3]) < 80, (name, memory)
 
 
 def test_readme_own_data_example_builds_its_dag(tmp_path: Path):

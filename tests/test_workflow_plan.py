@@ -177,7 +177,7 @@ def test_hostile_config_values_stay_single_words(tmp_path: Path):
     cmd = Commands(plan_of(cfg))
     name, ds = "demo_6L6L_admin", "bible_enfr"
     lines = [
-        cmd.prepare_demo(ds), cmd.preprocess(ds, 2), cmd.learn_bpe(ds, 2), cmd.apply_bpe(ds, 2), cmd.binarize(ds),
+        cmd.prepare_demo(ds), cmd.preprocess(ds, 2), cmd.learn_bpe(ds, 2), cmd.apply_bpe(ds, 2), cmd.binarize(ds, 2),
         cmd.profile(name), cmd.train(name, 1), cmd.average(name), cmd.translate(name, "test", 1),
         cmd.score(name, "test"), cmd.significance("table3"), cmd.analyze(HOSTILE), cmd.report_spec(HOSTILE),
     ]  # fmt: skip

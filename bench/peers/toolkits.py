@@ -9,7 +9,9 @@ Post-LN everywhere except OpenNMT-py, which only has pre-LN.
 
 Decoding: beam 4, 128 sentences per batch, length penalty 1 (each toolkit's own formula), two modes:
 ``fixed`` (every output exactly FIXED_LEN tokens + </s>) and ``natural`` (the model stops where it likes,
-capped at 1.2 * source length + 10 or the closest the toolkit offers).
+capped at 1.2 * source length + 10 or the closest the toolkit offers). Back-translation's searches, fairseq
+and ours only: ``sample`` (unrestricted ancestral sampling, one sample per sentence, as Edunov et al. 2018)
+and ``topk10`` (sampling among the 10 most likely), both with the natural length cap.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FIXED_LEN = 30
+# decoding mode -> top-k of a sampling mode (0: the full distribution); modes not listed are beam search
+SAMPLING_MODES = {"sample": 0, "topk10": 10}
 DECODE_BATCH = 128
 BEAM = 4
 
@@ -68,6 +72,16 @@ class DecodeTiming:
 def _float(pattern: str, text: str) -> float | None:
     m = re.findall(pattern, text)
     return float(m[-1].replace(",", "")) if m else None
+
+
+def _sampling(args: list[str], mode: str) -> list[str]:
+    """fairseq's and our sampling flags (the same names): one sample per sentence instead of beam BEAM."""
+    if mode not in SAMPLING_MODES:
+        return args
+    args = list(args)
+    args[args.index("--beam") + 1] = "1"
+    topk = SAMPLING_MODES[mode]
+    return [*args, "--sampling", *(["--sampling-topk", str(topk)] if topk else [])]
 
 
 class Toolkit:
@@ -152,7 +166,7 @@ class Fairseq(Toolkit):
             args += ["--min-len", str(FIXED_LEN), "--max-len-a", "0", "--max-len-b", str(FIXED_LEN)]
         else:
             args += ["--max-len-a", "1.2", "--max-len-b", "10"]
-        return Command("fairseq_cli.generate", args)
+        return Command("fairseq_cli.generate", _sampling(args, mode))
 
     def decode_length_options(self, mode: str, s: Setup) -> str:
         if mode == "fixed":
@@ -387,7 +401,7 @@ class DeepNMT(Toolkit):
             # translate has one 16-bit mode, bf16 autocast: used for --precision fp16 as well
             "--remove-bpe", "none", "--detok", "none", *(["--bf16"] if s.precision != "fp32" else []),
         ]  # fmt: skip
-        return Command("pipeline_lib", args + self.decode_length_options(mode, s).split())
+        return Command("pipeline_lib", _sampling(args + self.decode_length_options(mode, s).split(), mode))
 
     def decode_length_options(self, mode: str, s: Setup) -> str:
         if mode == "fixed":

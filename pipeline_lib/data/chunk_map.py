@@ -9,6 +9,7 @@ A single worker runs in-process (no pickling cost, easy debugging).
 from __future__ import annotations
 
 import collections
+import gc
 import itertools
 import multiprocessing as mp
 import os
@@ -50,7 +51,14 @@ def map_chunks(
         return
     # fork keeps start-up cheap on Linux; the workers only run pure functions.
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with ctx.Pool(workers, initializer=initializer, initargs=initargs) as pool:
+    # Objects inherited from the parent stay out of the workers' garbage collections, which would
+    # otherwise write to (and so privately copy) every inherited page over a long run.
+    gc.freeze()
+    try:
+        pool = ctx.Pool(workers, initializer=initializer, initargs=initargs)
+    finally:
+        gc.unfreeze()  # the workers are forked: the parent collects as before
+    with pool:
         pending: collections.deque = collections.deque()
         for chunk in chunks:
             pending.append(pool.apply_async(fn, (chunk,)))

@@ -34,6 +34,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline_lib.atomic import AtomicGroup
+from pipeline_lib.data.chunk_map import default_workers, map_chunks
 from pipeline_lib.data.indexed import IndexedDatasetWriter, split_prefix
 from pipeline_lib.data.textio import count_lines, read_lines
 from pipeline_lib.data.vocab import Vocabulary
@@ -51,13 +52,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=int, default=0, help="drop tokens seen fewer times (0: keep all)")
     p.add_argument("--nwords", type=int, default=-1, help="max vocabulary size without specials (-1: all)")
     p.add_argument("--vocab", type=Path, default=None, help="reuse this vocab.txt instead of building one")
+    p.add_argument("--workers", type=int, default=default_workers())
+    p.add_argument("--chunk-size", type=int, default=5000, help="lines per parallel work unit")
 
 
-def _count(paths: list[Path]) -> Counter[str]:
+_VOCAB: dict[str, Vocabulary] = {}
+
+
+def _count_chunk(lines: list[str]) -> tuple[Counter[str], int]:
+    counter: Counter[str] = Counter()
+    for line in lines:
+        counter.update(line.split())
+    return counter, len(lines)
+
+
+def _set_vocab(vocab: Vocabulary) -> None:
+    _VOCAB["v"] = vocab
+
+
+def _encode_chunk(lines: list[str]) -> tuple[list[list[int]], int]:
+    vocab = _VOCAB["v"]
+    out = [vocab.encode(line.split()) for line in lines]
+    return out, sum(ids.count(vocab.unk) for ids in out)
+
+
+def _count(paths: list[Path], workers: int, chunk_size: int) -> Counter[str]:
     counter: Counter[str] = Counter()
     for path in paths:
-        for line in tqdm(read_lines(path), desc=f"count {path.name}", unit="line", disable=None):
-            counter.update(line.split())
+        bar = tqdm(total=count_lines(path), desc=f"count {path.name}", unit="line", disable=None)
+        for part, n_lines in map_chunks(
+            _count_chunk, read_lines(path), workers=workers, chunk_size=chunk_size
+        ):
+            counter.update(part)
+            bar.update(n_lines)
+        bar.close()
     return counter
 
 
@@ -68,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--src and --tgt must differ")
     if args.threshold < 0:
         raise ConfigError(f"--threshold must be >= 0, got {args.threshold}")
+    if args.workers < 1 or args.chunk_size < 1:
+        raise ConfigError(
+            f"--workers and --chunk-size must be >= 1, got {args.workers} and {args.chunk_size}"
+        )
     in_dir: Path = args.in_dir
     files = {(s, lang): in_dir / f"{s}.{lang}" for s in args.splits for lang in langs}
     for path in files.values():
@@ -88,7 +120,9 @@ def run(args: argparse.Namespace) -> int:
         for t in train:
             if not t.is_file():
                 raise InputError(f"{t}: needed to build the vocabulary (or pass --vocab)")
-        vocab = Vocabulary.build(_count(train), threshold=max(1, args.threshold), nwords=args.nwords)
+        vocab = Vocabulary.build(
+            _count(train, args.workers, args.chunk_size), threshold=max(1, args.threshold), nwords=args.nwords
+        )
     if len(vocab) <= vocab.nspecial:
         raise InputError(f"{in_dir}: the vocabulary is empty (threshold {args.threshold})")
     log.info("vocabulary: %d types (incl. 4 specials)", len(vocab))
@@ -108,12 +142,24 @@ def run(args: argparse.Namespace) -> int:
                 unk = 0
                 # Write under a tmp prefix; AtomicGroup renames both .npy files at the end.
                 tmp_prefix = prefix + ".binarizing"
+                bar = tqdm(
+                    total=line_counts[(s, lang)], desc=f"binarize {s}.{lang}", unit="line", disable=None
+                )
+                encoded = map_chunks(
+                    _encode_chunk,
+                    read_lines(files[(s, lang)]),
+                    workers=args.workers,
+                    chunk_size=args.chunk_size,
+                    initializer=_set_vocab,
+                    initargs=(vocab,),
+                )
                 with IndexedDatasetWriter(tmp_prefix) as w:
-                    for line in tqdm(read_lines(files[(s, lang)]), desc=f"binarize {s}.{lang}", disable=None):
-                        ids = vocab.encode(line.split())
-                        unk += ids.count(vocab.unk)
-                        w.add(ids)
+                    for sentences, chunk_unk in encoded:
+                        w.add_many(sentences)
+                        unk += chunk_unk
+                        bar.update(len(sentences))
                     ntok = w.num_tokens
+                bar.close()
                 for suffix in (".ids.npy", ".offsets.npy"):
                     Path(tmp_prefix + suffix).replace(group.tmp_for(prefix + suffix))
                 st[f"{lang}_tokens"] = ntok

@@ -32,6 +32,7 @@ import codecs
 import json
 import logging
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -68,32 +69,44 @@ def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
 
     if args.merges < 1:
         raise ConfigError(f"--merges must be >= 1, got {args.merges}")
-    full_vocab: Counter[str] = Counter()
+    started = time.perf_counter()
+    per_lang: list[Counter[str]] = []
     for path in files:
         for _ in read_lines(path):  # validate UTF-8 with a file:line error before subword-nmt reads it
             pass
         with codecs.open(str(path), encoding="utf-8") as f:
-            full_vocab += learn_bpe.get_vocabulary(f, num_workers=max(1, args.workers))
+            per_lang.append(learn_bpe.get_vocabulary(f, num_workers=max(1, args.workers)))
+    full_vocab = per_lang[0] + per_lang[1]
     if not full_vocab:
         raise InputError(f"{files[0]}: training text is empty")
+    # Phase durations go to the log: bench/scale_data.py reads them to time the serial merge loop apart.
+    log.info("phase count %.1fs", time.perf_counter() - started)
     log.info("learning %d joint BPE merges on %d word types", args.merges, len(full_vocab))
     with AtomicGroup() as group:
         codes_tmp = group.tmp_for(args.model_dir / "codes")
+        started = time.perf_counter()
         with codecs.open(str(codes_tmp), "w", encoding="utf-8") as out:
             vocab_list = [f"{w} {c}" for w, c in full_vocab.items()]
             learn_bpe.learn_bpe(vocab_list, out, args.merges, args.min_frequency, is_dict=True)
+        log.info("phase merge %.1fs", time.perf_counter() - started)
+        started = time.perf_counter()
         # Per-language vocabularies of the segmented training text, for --vocab-threshold.
         with codecs.open(str(codes_tmp), encoding="utf-8") as codes:
             bpe = apply_bpe.BPE(codes)
-        for path, lang in zip(files, (args.src, args.tgt), strict=True):
+        # Segmentation is per word, so each word type is segmented once and weighted by its count:
+        # the same vocabularies as segmenting the text, at a cost in types rather than tokens.
+        for words, lang in zip(per_lang, (args.src, args.tgt), strict=True):
             counts: Counter[str] = Counter()
-            for line in read_lines(path):
-                counts.update(bpe.segment_tokens(line.split()))
+            for word, freq in words.items():
+                # subword-nmt counts space-separated words; apply-bpe splits on any whitespace.
+                for piece in bpe.segment_tokens(word.split()):
+                    counts[piece] += freq
             vocab_tmp = group.tmp_for(args.model_dir / f"vocab.{lang}")
             with open(vocab_tmp, "w", encoding="utf-8", newline="\n") as f:
                 for tok, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
                     f.write(f"{tok} {c}\n")
         n_codes = sum(1 for line in codes_tmp.open(encoding="utf-8") if not line.startswith("#version"))
+        log.info("phase vocab %.1fs", time.perf_counter() - started)
     return {"kind": "bpe", "codes": "codes", "merges": args.merges, "learned_merges": n_codes}
 
 

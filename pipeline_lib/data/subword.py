@@ -7,6 +7,7 @@ benchmarks segment files with :func:`segment_file`, one segmenter per worker pro
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from pipeline_lib.data.textio import count_lines, read_lines
 from pipeline_lib.errors import InputError
 
 MODEL_META = "subword.json"
+BPE_CACHE_WORDS = 100_000  # the Zipf head of a corpus: most tokens hit it
 
 _SEGMENTER: dict[str, Callable[[str], str]] = {}
 
@@ -33,7 +35,16 @@ def init_segmenter(kind: str, model_path: str, vocab_path: str | None, threshold
                 vocab = apply_bpe.read_vocabulary(vf, threshold)
         with codecs.open(model_path, encoding="utf-8") as codes:
             bpe = apply_bpe.BPE(codes, vocab=vocab)
-        _SEGMENTER["fn"] = lambda line: " ".join(bpe.segment_tokens(line.split()))
+
+        def segment(line: str) -> str:
+            # subword-nmt caches every word it has segmented; bounded, so memory stays flat in corpus size.
+            if len(bpe.cache) > BPE_CACHE_WORDS:
+                # Keep the older half: a word cached early in a corpus is usually a frequent one.
+                for word in list(itertools.islice(reversed(bpe.cache), len(bpe.cache) // 2)):
+                    del bpe.cache[word]
+            return " ".join(bpe.segment_tokens(line.split()))
+
+        _SEGMENTER["fn"] = segment
     else:
         import sentencepiece as spm
 

@@ -126,28 +126,41 @@ def _gather_padded(
     return out, lengths
 
 
+def _round_up(width: int, multiple: int) -> int:
+    return -(-width // multiple) * multiple
+
+
 def collate_indexed(
-    src: IndexedDataset, tgt: IndexedDataset, indices: np.ndarray, pad: int, bos: int, eos: int
+    src: IndexedDataset,
+    tgt: IndexedDataset,
+    indices: np.ndarray,
+    pad: int,
+    bos: int,
+    eos: int,
+    pad_to_multiple: int = 1,
 ) -> Batch:
-    """``collate`` straight from memory-mapped datasets: one vectorised gather per side."""
+    """``collate`` straight from memory-mapped datasets: one vectorised gather per side. Widths are
+    padded up to a multiple of ``pad_to_multiple`` (pads are masked, so the loss does not change)."""
     indices = np.asarray(indices, dtype=np.int64)
     rows = np.arange(len(indices))
     src_ids, src_len = _gather_padded(src.ids, src.offsets, indices)
     tgt_ids, tgt_len = _gather_padded(tgt.ids, tgt.offsets, indices)
 
-    src_tokens = np.full((len(indices), src_ids.shape[1] + 1), pad, dtype=np.int64)
+    src_tokens = np.full(
+        (len(indices), _round_up(src_ids.shape[1] + 1, pad_to_multiple)), pad, dtype=np.int64
+    )
     src_mask = np.arange(src_ids.shape[1])[None, :] < src_len[:, None]
-    src_tokens[:, :-1][src_mask] = src_ids[src_mask]
+    src_tokens[:, : src_ids.shape[1]][src_mask] = src_ids[src_mask]
     src_tokens[rows, src_len] = eos
 
-    width = tgt_ids.shape[1] + 1
+    width = _round_up(tgt_ids.shape[1] + 1, pad_to_multiple)
     tgt_mask = np.arange(tgt_ids.shape[1])[None, :] < tgt_len[:, None]
     target = np.full((len(indices), width), pad, dtype=np.int64)
-    target[:, :-1][tgt_mask] = tgt_ids[tgt_mask]
+    target[:, : tgt_ids.shape[1]][tgt_mask] = tgt_ids[tgt_mask]
     target[rows, tgt_len] = eos
     prev = np.full((len(indices), width), pad, dtype=np.int64)
     prev[:, 0] = bos
-    prev[:, 1:][tgt_mask] = tgt_ids[tgt_mask]
+    prev[:, 1 : tgt_ids.shape[1] + 1][tgt_mask] = tgt_ids[tgt_mask]
     return Batch(
         src_tokens=torch.from_numpy(src_tokens),
         prev_tokens=torch.from_numpy(prev),

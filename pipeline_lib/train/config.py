@@ -122,6 +122,13 @@ class TrainConfig:
         recipe=True,
         group=RUNTIME,
     )
+    pad_to_multiple: int = setting(
+        1,
+        "pad each batch's source and target length up to a multiple of this (8 on a GPU: a bounded set of "
+        "shapes for the kernels and their caches, tensor-core-aligned; the loss is unchanged)",
+        recipe=True,
+        group=RUNTIME,
+    )
     num_threads: int = setting(0, "torch CPU threads (0: torch's default)", group=RUNTIME)
     cpu_workers: int = setting(
         1,
@@ -170,7 +177,9 @@ class TrainConfig:
             raise ConfigError(
                 f"train.label_smoothing (--label-smoothing) must be in [0, 1), got {self.label_smoothing}"
             )
-        self._positive_int("max_tokens", "update_freq", "log_interval", "divergence_window", "cpu_workers")
+        self._positive_int(
+            "max_tokens", "update_freq", "log_interval", "divergence_window", "cpu_workers", "pad_to_multiple"
+        )
         if self.cpu_workers > 1 and self.device != "cpu":
             raise ConfigError("train.cpu_workers (--cpu-workers) > 1 is for --device cpu")
         self._non_negative_int("warmup_updates", "max_epoch", "max_update", "save_interval_updates")

@@ -27,11 +27,13 @@ class SplitData:
         pad: int,
         bos: int,
         eos: int,
+        pad_to_multiple: int = 1,
     ) -> None:
         self.corpus = ParallelCorpus(bin_dir, split, src_lang, tgt_lang)
         self.split = split
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.pad, self.bos, self.eos = pad, bos, eos
+        self.pad_to_multiple = pad_to_multiple
         src_sizes, tgt_sizes = self.corpus.src_sizes, self.corpus.tgt_sizes
         dropped = oversized(src_sizes, tgt_sizes, max_tokens, max_positions)
         self.dropped = len(dropped)
@@ -68,4 +70,6 @@ class SplitData:
         return plan
 
     def collate(self, indices: np.ndarray) -> Batch:
-        return collate_indexed(self.corpus.src, self.corpus.tgt, indices, self.pad, self.bos, self.eos)
+        return collate_indexed(
+            self.corpus.src, self.corpus.tgt, indices, self.pad, self.bos, self.eos, self.pad_to_multiple
+        )

@@ -173,7 +173,7 @@ class Trainer:
         common = dict(
             bin_dir=cfg.data, src_lang=cfg.source_lang, tgt_lang=cfg.target_lang, max_tokens=cfg.max_tokens,
             max_positions=self.model_cfg.max_positions, max_sentences=cfg.max_sentences,
-            pad=ctx.pad, bos=ctx.bos, eos=ctx.eos,
+            pad=ctx.pad, bos=ctx.bos, eos=ctx.eos, pad_to_multiple=cfg.pad_to_multiple,
         )  # fmt: skip
         return SplitData(split=cfg.train_subset, **common), SplitData(split=cfg.valid_subset, **common)
 

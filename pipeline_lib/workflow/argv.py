@@ -170,7 +170,7 @@ class Commands:
             ]
         )
 
-    def binarize(self, ds: str) -> str:
+    def binarize(self, ds: str, workers: int) -> str:
         b = self.plan.datasets[self.plan.base_dataset(ds)].get("binarize", {})
         return flags(
             [
@@ -180,6 +180,7 @@ class Commands:
                 ("threshold", b.get("threshold")),
                 ("nwords", b.get("nwords")),
                 ("splits", ["train", "valid", "test"]),
+                ("workers", workers),
             ]
         )
 

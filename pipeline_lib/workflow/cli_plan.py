@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
+from pipeline_lib.model.memory_estimate import Shape, estimate_training_memory
 from pipeline_lib.workflow.cli_check_config import check
 from pipeline_lib.workflow.plan import Plan
 
@@ -108,15 +110,41 @@ def effective_batch(plan: Plan, name: str) -> tuple[int, int, int, int]:
     return gpus, max_tokens, update_freq, max(gpus, 1) * max_tokens * update_freq
 
 
+def estimated_memory_gb(plan: Plan, name: str) -> float:
+    """Peak training memory per GPU of an experiment (``pipeline_lib.model.memory_estimate``): 16-bit
+    activations when the recipe sets ``amp``, fp32 otherwise; the vocabulary taken as the BPE merge count
+    or the SentencePiece size (the joint vocabulary is within a few hundred types of it)."""
+    exp, width, recipe = plan.experiments[name], plan.width(name), plan.recipe(name)
+    preset = ARCH_PRESETS[width["arch"]]
+    subword = plan.datasets[plan.experiments[name]["dataset"]].get("subword", {})
+    shape = Shape(
+        exp["encoder_layers"],
+        exp["decoder_layers"],
+        width.get("d_model") or preset[0],
+        width.get("ffn_dim") or preset[1],
+        width.get("heads") or preset[2],
+        vocab=int(subword.get("merges") or subword.get("vocab_size") or 32000),
+    )
+    return estimate_training_memory(
+        shape,
+        recipe["max_tokens"],
+        bytes_per_value=2 if recipe.get("amp", "none") != "none" else 4,
+        checkpointing=bool(recipe.get("checkpoint_activations")),
+    ).total_gb
+
+
 def render_batches(plan: Plan) -> str:
     lines = [
         "Effective batch per experiment (max tokens x update_freq x GPUs, an upper bound: batches",
-        "are filled up to max tokens):",
+        "are filled up to max tokens), and the estimated peak training memory per GPU",
+        "(weights, gradients and Adam in fp32 + activations + logits, sentences of 32 tokens; the CUDA",
+        "context and allocator slack, ~1 GB, come on top; pipeline_lib/model/memory_estimate.py):",
         "",
-        "| experiment | GPUs | max tokens per GPU | update_freq | tokens per update |",
-        "| :--- | ---: | ---: | ---: | ---: |",
+        "| experiment | GPUs | max tokens per GPU | update_freq | tokens per update | memory per GPU |",
+        "| :--- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name in plan.experiments:
         gpus, max_tokens, update_freq, total = effective_batch(plan, name)
-        lines.append(f"| {name} | {gpus} | {max_tokens:,} | {update_freq} | {total:,} |")
+        memory = estimated_memory_gb(plan, name)
+        lines.append(f"| {name} | {gpus} | {max_tokens:,} | {update_freq} | {total:,} | {memory:.1f} GB |")
     return "\n".join(lines) + "\n"

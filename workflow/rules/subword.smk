@@ -53,11 +53,11 @@ rule binarize:
         f"{L}/binarize/{{ds}}.log",
     conda:
         CONDA_ENV
-    threads: 1
+    threads: config["threads"]["data"]
     resources:
         mem_mb=4000,
         runtime=60,
     params:
-        args=lambda wc: CMD.binarize(wc.ds),
+        args=lambda wc, threads: CMD.binarize(wc.ds, threads),
     shell:
         "python -m pipeline_lib binarize {params.args} > {log:q} 2>&1"
