@@ -669,7 +669,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=1800, help="seconds per toolkit command")
     g = p.add_argument_group("model and hardware (defaults: the CPU bar of issue 8)")
     g.add_argument(
-        "--preset", choices=sorted(PRESETS), default="small", help="small: d=256; base: d=512, 8 heads"
+        "--preset",
+        choices=sorted(PRESETS),
+        default="small",
+        help="small: d=256; base: d=512, 8 heads; big: d=1024, 16 heads",
     )
     g.add_argument("--encoder-layers", type=int, default=None, help="override the preset's 6")
     g.add_argument("--decoder-layers", type=int, default=None, help="override the preset's 6")

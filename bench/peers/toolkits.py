@@ -39,7 +39,11 @@ class Shape:
         return f"{self.encoder_layers}L-{self.decoder_layers}L d={self.d_model} heads={self.heads} ffn={self.ffn}"
 
 
-PRESETS = {"small": Shape(), "base": Shape(d_model=512, ffn=2048, heads=8)}  # small: the CPU bar of issue 8
+PRESETS = {
+    "small": Shape(),  # the CPU bar of issue 8
+    "base": Shape(d_model=512, ffn=2048, heads=8),
+    "big": Shape(d_model=1024, ffn=4096, heads=16),  # the back-translation reverse model
+}
 
 
 @dataclass(frozen=True)
