@@ -74,8 +74,5 @@ def test_checkpointing_and_16_bit_shrink_the_activation_term() -> None:
     assert half.activations_gb == pytest.approx(plain.activations_gb / 2)
     assert checkpointed.activations_gb < half.activations_gb / 10
     assert (
-        plain.static_gb
-        == half.static_gb
-        == checkpointed.static_gb
-        == pytest.approx(plain.params * 16 / 1e9)
+        plain.static_gb == half.static_gb == checkpointed.static_gb == pytest.approx(plain.params * 16 / 1e9)
     )
