@@ -76,10 +76,11 @@ def _encode_chunk(lines: list[str]) -> tuple[list[list[int]], int]:
     return out, sum(ids.count(vocab.unk) for ids in out)
 
 
-def _count(paths: list[Path], workers: int, chunk_size: int) -> Counter[str]:
+def _count(paths: dict[Path, int], workers: int, chunk_size: int) -> Counter[str]:
+    """Token counts over ``paths`` (path -> its line count, for the progress bar)."""
     counter: Counter[str] = Counter()
-    for path in paths:
-        bar = tqdm(total=count_lines(path), desc=f"count {path.name}", unit="line", disable=None)
+    for path, n_lines_total in paths.items():
+        bar = tqdm(total=n_lines_total, desc=f"count {path.name}", unit="line", disable=None)
         for part, n_lines in map_chunks(
             _count_chunk, read_lines(path), workers=workers, chunk_size=chunk_size
         ):
@@ -116,10 +117,12 @@ def run(args: argparse.Namespace) -> int:
     if args.vocab is not None:
         vocab = Vocabulary.load(args.vocab)
     else:
-        train = [in_dir / f"train.{lang}" for lang in langs]
-        for t in train:
+        train: dict[Path, int] = {}
+        for lang in langs:
+            t = in_dir / f"train.{lang}"
             if not t.is_file():
                 raise InputError(f"{t}: needed to build the vocabulary (or pass --vocab)")
+            train[t] = line_counts[("train", lang)] if ("train", lang) in line_counts else count_lines(t)
         vocab = Vocabulary.build(
             _count(train, args.workers, args.chunk_size), threshold=max(1, args.threshold), nwords=args.nwords
         )

@@ -68,9 +68,8 @@ def saved_values_per_token(s: Shape, length: int, decoder: bool) -> int:
     # FFN: its input, fc1's output, the activation's output and its mask, fc2's dropout mask, the norm's input
     ffn = 4 * h + 3 * f
     values = attention + ffn
-    if (
-        decoder
-    ):  # cross-attention: its own q, context, softmax and masks (the encoder's k/v are per source token)
+    if decoder:
+        # cross-attention: its own q, context, softmax and masks (the encoder's k/v are per source token)
         values += attention - h
     return values
 

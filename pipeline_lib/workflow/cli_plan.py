@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.model.memory_estimate import Shape, estimate_training_memory
 from pipeline_lib.workflow.cli_check_config import check
 from pipeline_lib.workflow.plan import Plan
@@ -114,15 +113,12 @@ def estimated_memory_gb(plan: Plan, name: str) -> float:
     """Peak training memory per GPU of an experiment (``pipeline_lib.model.memory_estimate``): 16-bit
     activations when the recipe sets ``amp``, fp32 otherwise; the vocabulary taken as the BPE merge count
     or the SentencePiece size (the joint vocabulary is within a few hundred types of it)."""
-    exp, width, recipe = plan.experiments[name], plan.width(name), plan.recipe(name)
-    preset = ARCH_PRESETS[width["arch"]]
-    subword = plan.datasets[plan.experiments[name]["dataset"]].get("subword", {})
+    exp, recipe = plan.experiments[name], plan.recipe(name)
+    subword = plan.datasets[exp["dataset"]].get("subword", {})
     shape = Shape(
         exp["encoder_layers"],
         exp["decoder_layers"],
-        width.get("d_model") or preset[0],
-        width.get("ffn_dim") or preset[1],
-        width.get("heads") or preset[2],
+        *plan.dims(name),
         vocab=int(subword.get("merges") or subword.get("vocab_size") or 32000),
     )
     return estimate_training_memory(

@@ -79,11 +79,16 @@ class Plan:
         own = self._planned_cost(name)
         return max([own, *(self._planned_cost(n) + 1 for n in waiting)])
 
+    def dims(self, name: str) -> tuple[int, int, int]:
+        """(d_model, ffn_dim, heads) of an experiment: its width's values, else its arch preset's."""
+        width = self.width(name)
+        d_model, ffn_dim, heads = ARCH_PRESETS[width["arch"]]
+        return width.get("d_model") or d_model, width.get("ffn_dim") or ffn_dim, width.get("heads") or heads
+
     def _planned_cost(self, name: str) -> int:
         exp = self.experiments[name]
         rec = self.recipe(name)
-        width = self.width(name)
-        d_model = width.get("d_model") or ARCH_PRESETS[width["arch"]][0]
+        d_model = self.dims(name)[0]
         updates = rec.get("max_update") or 1000 * rec.get("max_epoch", 1)
         layers = exp["encoder_layers"] + exp["decoder_layers"]
         return 1 + updates * layers * d_model**2 // 10**6
