@@ -9,11 +9,21 @@ source +-2), the real Trainer.train_step (collate + forward + label-smoothed los
 Prints the median target tokens/s over the timed updates (warm-up updates excluded) and peak memory;
 ``--profile`` adds torch.profiler's top operators over three more updates. The side-by-side numbers against
 other toolkits come from bench/compare.py; this script is for looking inside one configuration.
+
+``--loop`` times the trainer's own loop (``Trainer.run``) instead of single updates between device
+synchronisations, so that what overlaps across updates counts: ``--deferred-stats`` (the host queues update
+k+1 before reading update k), and ``--compile`` / ``--pad-to-multiple`` (compilation happens in the warm-up
+updates, which are not counted). The rate is the median of the per-update ``tokens_per_s`` in the run's log.
+
+    python bench/train_throughput.py --device cuda --amp bf16 --max-tokens 16384 --loop --updates 50 --warmup 10
+    python bench/train_throughput.py --device cuda --amp bf16 --max-tokens 16384 --loop --updates 50 --warmup 10 \
+        --deferred-stats --compile --pad-to-multiple 8
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import statistics
 import tempfile
@@ -59,6 +69,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--residual", default="post_ln")
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--profile", action="store_true", help="torch.profiler over 3 more updates")
+    p.add_argument("--loop", action="store_true", help="time Trainer.run's loop, not single updates")
+    p.add_argument("--deferred-stats", action="store_true", help="train --deferred-stats (with --loop)")
+    p.add_argument("--compile", action="store_true", help="train --compile")
+    p.add_argument("--pad-to-multiple", type=int, default=1)
     return p.parse_args()
 
 
@@ -79,7 +93,8 @@ def main() -> None:
         cfg = TrainConfig(
             data=str(bin_dir), source_lang="src", target_lang="tgt", save_dir=str(Path(tmp) / "ckpt"),
             max_tokens=args.max_tokens, max_update=args.warmup + args.updates, warmup_updates=4000,
-            amp=args.amp, device=args.device,
+            amp=args.amp, device=args.device, compile=args.compile, pad_to_multiple=args.pad_to_multiple,
+            deferred_stats=args.deferred_stats, log_interval=1, progress="none", optimizer="adam",
         )  # fmt: skip
         model_cfg = ModelConfig(
             args.vocab, args.vocab, args.encoder_layers, args.decoder_layers, d_model=args.d_model,
@@ -88,6 +103,9 @@ def main() -> None:
         env = DistributedEnv.from_environ({}, args.device)
         trainer = Trainer(cfg, model_cfg, Context(args.vocab, None), env)
         device = trainer.device
+        if args.loop:
+            print(loop_summary(trainer, args, model_cfg))
+            return
         train, _ = trainer._load_data()
         plan = train.batches(cfg.seed, 1, shuffle=True)
 
@@ -123,6 +141,22 @@ def main() -> None:
         f"{args.device} threads={args.threads}: median {statistics.median(rates):,.0f} target tok/s over "
         f"{args.updates} updates (min {min(rates):,.0f}, max {max(rates):,.0f}; {statistics.mean(tokens):,.0f} "
         f"target tokens/update); peak RSS {rss:,.0f} MiB" + (f", peak GPU {gpu:,.0f} MiB" if gpu else "")
+    )
+
+
+def loop_summary(trainer: Trainer, args: argparse.Namespace, model_cfg: ModelConfig) -> str:
+    """Run the real training loop; the per-update rates of its log after the warm-up updates."""
+    trainer.run()
+    log = Path(trainer.cfg.save_dir) / "train_log.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    rates = [r["tokens_per_s"] for r in records if r.get("kind") == "train" and r["update"] > args.warmup]
+    levers = [f for f in ("deferred_stats", "compile") if getattr(args, f)]
+    memory = max(r["memory_mb"] for r in records if r.get("kind") == "train")
+    return (
+        f"train loop {model_cfg.describe()} max_tokens={args.max_tokens} amp={args.amp} {args.device} "
+        f"pad_to_multiple={args.pad_to_multiple} levers={'+'.join(levers) or 'none'}: median "
+        f"{statistics.median(rates):,.0f} target tok/s over {len(rates)} updates "
+        f"(min {min(rates):,.0f}, max {max(rates):,.0f}); peak memory {memory:,.0f} MiB"
     )
 
 

@@ -125,3 +125,15 @@ def test_torchrun_training_matches_a_plain_gpu_run(bin_dir: Path, tmp_path: Path
     assert len(plain) == len(launched) == 6
     # cuBLAS / atomics may differ in the last bits between the two processes
     assert launched == pytest.approx(plain, rel=1e-3)
+
+
+def test_deferred_stats_and_compile_on_the_gpu(bin_dir: Path, tmp_path: Path) -> None:
+    """bf16 with --deferred-stats (pinned copies behind an event) gives the plain run's losses exactly;
+    --compile on top follows them to bf16 tolerance (its dropout is off here, its kernels differ)."""
+    runs = {}
+    flags = ("--max-update", "12", "--amp", "bf16", "--pad-to-multiple", "8")
+    for name, extra in (("plain", []), ("deferred", ["--deferred-stats"]), ("compiled", ["--deferred-stats", "--compile"])):  # fmt: skip
+        assert main(gpu_args(bin_dir, tmp_path / name, *flags, *extra)) == 0
+        runs[name] = [r["loss"] for r in read_log(tmp_path / name)]
+    assert runs["deferred"] == runs["plain"] and len(runs["plain"]) == 12
+    assert runs["compiled"] == pytest.approx(runs["plain"], rel=2e-2)

@@ -27,6 +27,16 @@ class Batch:
     def nsentences(self) -> int:
         return int(self.src_tokens.shape[0])
 
+    def pin_memory(self) -> Batch:
+        """Page-locked copies, so that ``to(cuda)`` does not wait for the GPU's queue to drain."""
+        return Batch(
+            self.src_tokens.pin_memory(),
+            self.prev_tokens.pin_memory(),
+            self.target.pin_memory(),
+            self.indices,
+            self.ntokens,
+        )
+
     def to(self, device: torch.device | str) -> Batch:
         return Batch(
             self.src_tokens.to(device, non_blocking=True),

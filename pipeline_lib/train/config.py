@@ -129,6 +129,22 @@ class TrainConfig:
         recipe=True,
         group=RUNTIME,
     )
+    deferred_stats: bool = setting(
+        False,
+        "read each update's loss and gradient norm after queuing the next update's forward and backward, "
+        "so the host does not wait for the GPU within a step (same updates and checkpoints; a diverged "
+        "update is still caught before anything is saved). Not with --amp fp16, whose scaler decides on "
+        "the host",
+        recipe=True,
+        group=RUNTIME,
+    )
+    compile: bool = setting(
+        False,
+        "torch.compile each encoder and decoder layer (one graph per layer kind, reused down the stack; "
+        "for GPUs, with --pad-to-multiple 8). Dropout masks then come from the compiled graph's RNG",
+        recipe=True,
+        group=RUNTIME,
+    )
     num_threads: int = setting(0, "torch CPU threads (0: torch's default)", group=RUNTIME)
     cpu_workers: int = setting(
         1,
@@ -182,6 +198,19 @@ class TrainConfig:
         )
         if self.cpu_workers > 1 and self.device != "cpu":
             raise ConfigError("train.cpu_workers (--cpu-workers) > 1 is for --device cpu")
+        if self.cpu_workers > 1 and self.compile:
+            raise ConfigError(
+                "train.compile (--compile) runs micro-batches one at a time: drop --cpu-workers"
+            )
+        if self.deferred_stats and self.amp == "fp16":
+            raise ConfigError(
+                "train.deferred_stats (--deferred-stats) needs --amp bf16 or none: the fp16 loss scaler "
+                "reads every update's overflow flag on the host"
+            )
+        if self.compile and self.cpu_gemm == "onednn":
+            raise ConfigError(
+                "train.compile (--compile) leaves the products to the compiler: drop --cpu-gemm onednn"
+            )
         self._non_negative_int("warmup_updates", "max_epoch", "max_update", "save_interval_updates")
         if self.divergence_after is not None:
             self._non_negative_int("divergence_after")
@@ -273,6 +302,7 @@ def stuck_after(divergence_after: int | None, warmup_updates: int, divergence_wi
 TRAJECTORY_KEYS = (
     "optimizer", "adam_betas", "adam_eps", "lr", "lr_scheduler", "warmup_updates", "warmup_init_lr", "clip_norm",
     "weight_decay", "label_smoothing", "max_tokens", "max_sentences", "update_freq", "seed", "amp",
+    "compile",  # dropout masks come from the compiled graph's RNG
 )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ Outcomes (``status.json`` in the save dir, written by rank 0):
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import sys
@@ -43,6 +44,7 @@ from pipeline_lib.cpu.weight_grad_sharing import run_micro_batches
 from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.admin import apply_profile, resolve_profile
 from pipeline_lib.model.attention import avoid_cudnn_attention
+from pipeline_lib.model.compile import compile_layers
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.dropout import dropout_generator
 from pipeline_lib.model.transformer import TransformerModel, build_model
@@ -51,6 +53,7 @@ from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
 from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.divergence import UNIGRAM, DivergenceMonitor, Verdict
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss, ppl
+from pipeline_lib.train.pending_update import HostStats, JudgedUpdate, PendingUpdate, UpdateInfo
 from pipeline_lib.train.run_log import (
     LOG_FILE,
     STATUS_FILE,
@@ -114,8 +117,8 @@ class Trainer:
             self.device = torch.device("cpu")
         self.amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.amp]
         # fp32 CPU training projects and scores the output in token chunks (train/loss.py); on a GPU
-        # the whole-logits path (one cuBLAS call, fused softmax kernels) stays, as does AMP.
-        self.chunked_loss = self.device.type == "cpu" and self.amp_dtype is None
+        # the whole-logits path (one cuBLAS call, fused softmax kernels) stays, as does AMP and --compile.
+        self.chunked_loss = self.device.type == "cpu" and self.amp_dtype is None and not cfg.compile
         self.distributed = env.is_distributed and torch_dist.is_available() and torch_dist.is_initialized()
         self.world = env.world_size if self.distributed else 1
         self.rank = env.rank if self.distributed else 0
@@ -137,6 +140,8 @@ class Trainer:
         self.model.to(self.device)
         if self.amp_dtype is not None:
             keep_layernorm_fp32(self.model)
+        if cfg.compile:
+            log.info("torch.compile: %d layers", compile_layers(self.model))
         if self.chunked_loss:  # fp32 on a CPU
             gemm = resolve_cpu_gemm(cfg.cpu_gemm, model_cfg.d_model, cfg.max_tokens)
             set_cpu_gemm(self.model, gemm)
@@ -160,6 +165,7 @@ class Trainer:
         )
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
         self.num_updates = 0
+        self.update_in_progress = 0  # the update whose gradients are being accumulated
         self.epoch = 1
         self.batch_index = 0
         self.divergence = DivergenceMonitor(
@@ -270,10 +276,14 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
-    def accumulate_gradients(self, batches: list[Batch], total_tokens: float) -> tuple[Tensor, Tensor]:
+    def accumulate_gradients(
+        self, batches: list[Batch], total_tokens: float, update: int | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Forward/backward over this rank's micro-batches; leaves per-target-token gradients in .grad.
-        Returns this rank's (loss_sum, nll_sum) in nats."""
-        torch.manual_seed(update_seed(self.cfg.seed, self.num_updates, self.rank))
+        Returns this rank's (loss_sum, nll_sum) in nats. ``update`` (default: the updates done) seeds
+        dropout; with --deferred-stats it counts the update still being judged."""
+        self.update_in_progress = self.num_updates if update is None else update
+        torch.manual_seed(update_seed(self.cfg.seed, self.update_in_progress, self.rank))
         self.ddp.train()
         # DDP averages gradients over ranks; fairseq's normalisation is per target token of the update.
         scale = self.world / total_tokens
@@ -296,9 +306,9 @@ class Trainer:
     def _micro_batch_generator(self, index: int) -> torch.Generator | None:
         """CPU: dropout masks from (seed, update, rank, micro-batch) alone, whichever thread runs it.
         CUDA keeps the global generator and ATen's fused dropout kernel."""
-        if self.device.type != "cpu":
+        if self.device.type != "cpu" or self.cfg.compile:  # compiled dropout has its own RNG
             return None
-        seed = update_seed(self.cfg.seed, self.num_updates, (self.rank + 1) * 100_003 + index)
+        seed = update_seed(self.cfg.seed, self.update_in_progress, (self.rank + 1) * 100_003 + index)
         return torch.Generator().manual_seed(seed)
 
     def _forward_loss(self, batch: Batch, module: nn.Module | None = None) -> tuple[Tensor, Tensor]:
@@ -349,10 +359,9 @@ class Trainer:
             nll_acc += nll
         return loss_acc, nll_acc
 
-    def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
-        """One update. Returns (loss_sum, nll_sum, gnorm, stepped), sums over all ranks in nats;
-        ``stepped`` is False when the step was skipped (fp16 overflow, non-finite values)."""
-        loss_acc, nll_acc = self.accumulate_gradients(batches, total_tokens)
+    def _unscale_and_clip(self, loss_acc: Tensor, nll_acc: Tensor) -> Tensor:
+        """Unscaled, clipped gradients in .grad; returns [loss_sum, nll_sum, gnorm] (float64, on the
+        device), the sums over all ranks. The norm is the same on every rank after DDP's all-reduce."""
         self.scaler.unscale_(self.optimizer)
         grads = [p.grad for p in self.params if p.grad is not None]
         gnorm = torch.nn.utils.get_total_norm(grads, foreach=True)
@@ -361,8 +370,22 @@ class Trainer:
         stats = torch.stack([loss_acc.double(), nll_acc.double()])
         if self.distributed:
             torch_dist.all_reduce(stats)
-        loss_sum, nll_sum = stats.tolist()
-        gnorm_value = float(gnorm)  # identical on every rank after DDP's all-reduce
+        return torch.cat([stats, gnorm.double().reshape(1)])
+
+    def step_without_reading(self, loss_acc: Tensor, nll_acc: Tensor) -> HostStats:
+        """--deferred-stats: the optimizer step, with the statistics left for later. The step is not
+        gated on finite values: without fp16, a non-finite update is a divergence, which ends the run
+        when it is read, one update later, before anything is saved or validated."""
+        stats = self._unscale_and_clip(loss_acc, nll_acc)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return HostStats.copy_from(stats)
+
+    def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
+        """One update. Returns (loss_sum, nll_sum, gnorm, stepped), sums over all ranks in nats;
+        ``stepped`` is False when the step was skipped (fp16 overflow, non-finite values)."""
+        loss_acc, nll_acc = self.accumulate_gradients(batches, total_tokens)
+        loss_sum, nll_sum, gnorm_value = self._unscale_and_clip(loss_acc, nll_acc).tolist()
         stepped = True
         if self.cfg.amp == "fp16":
             before = self.scaler.get_scale()
@@ -380,14 +403,14 @@ class Trainer:
     def validate(self, data: SplitData) -> dict[str, float]:
         self.model.eval()
         plan = data.batches(self.cfg.seed, 0, shuffle=False)
-        loss_sum = nll_sum = ntokens = 0.0
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # read once, at the end
+        ntokens = 0.0
         for indices in plan[self.rank :: self.world]:
-            batch = data.collate(indices).to(self.device)
+            batch = self._to_device(data.collate(indices))
             loss, nll = self._forward_loss(batch, self.model)
-            loss_sum += float(loss)
-            nll_sum += float(nll)
+            sums += torch.stack([loss.detach().double(), nll.detach().double()])
             ntokens += batch.ntokens
-        loss_sum, nll_sum, ntokens = self._all_reduce([loss_sum, nll_sum, ntokens])
+        loss_sum, nll_sum, ntokens = self._all_reduce([*sums.tolist(), ntokens])
         denom = max(ntokens, 1.0) * LN2
         return {
             "loss": loss_sum / denom,
@@ -474,61 +497,68 @@ class Trainer:
                 gradient_as_bucket_view=True,
             )
 
-    def _done(self) -> bool:
+    def _done(self, pending: PendingUpdate | None = None) -> bool:
         cfg = self.cfg
-        return (cfg.max_update > 0 and self.num_updates >= cfg.max_update) or (
+        updates = self.num_updates + (pending is not None)  # a pending update has stepped
+        return (cfg.max_update > 0 and updates >= cfg.max_update) or (
             cfg.max_epoch > 0 and self.epoch > cfg.max_epoch
         )
 
+    def _to_device(self, batch: Batch) -> Batch:
+        if self.device.type == "cuda":
+            batch = batch.pin_memory()  # an asynchronous copy, which pageable memory cannot have
+        return batch.to(self.device)
+
+    def _agree(self, ntokens: float, stopping: bool) -> tuple[float, bool]:
+        """The update's target tokens over all ranks, and whether any rank got a stop signal. One
+        process needs no collective (and no device round trip)."""
+        if not self.distributed:
+            return ntokens, stopping
+        total, votes = self._all_reduce([ntokens, float(stopping)])
+        return total, votes > 0
+
     def _loop(self, train_data: SplitData, valid_data: SplitData, stop: StopSignal) -> Outcome:
+        """Each update is judged (divergence, logging, interval checkpoints) by ``_judge``: at once, or
+        with --deferred-stats after the next update's forward and backward have been queued."""
         cfg = self.cfg
         per_update = self.world * cfg.update_freq
-        meter = Meter(time.perf_counter())
+        self.meter = Meter(time.perf_counter())
+        pending: PendingUpdate | None = None
         while not self._done():
             plan = train_data.batches(cfg.seed, self.epoch, shuffle=True, multiple_of=self.world)
             if not plan:
                 raise CheckpointError(f"{cfg.data}: split {cfg.train_subset!r} yields no batches")
             bar = self._progress(len(plan), per_update)
-            while self.batch_index < len(plan) and not self._done():
-                chunk = plan[self.batch_index : self.batch_index + per_update]
-                local = [train_data.collate(idx).to(self.device) for idx in chunk[self.rank :: self.world]]
-                total_tokens, stop_votes = self._all_reduce(
-                    [float(sum(b.ntokens for b in local)), float(stop.received is not None)]
-                )
-                if stop_votes > 0:
-                    return self._preempt(bar)
-                loss_sum, nll_sum, gnorm, stepped = self.train_step(local, total_tokens)
-                self.batch_index += len(chunk)
-                scale = self.scaler.get_scale() if cfg.amp == "fp16" else None
-                verdict = self.divergence.check(
-                    self.num_updates,
-                    loss_sum / total_tokens / LN2,
-                    nll_sum / total_tokens / LN2,
-                    gnorm,
-                    scale,
-                )
-                if verdict is not None:
-                    return self._diverged(verdict, bar, valid_data)
-                if stepped:
-                    self.num_updates += 1
-                    self.schedule.step_update(self.num_updates)
-                    meter.add(loss_sum, nll_sum, total_tokens, gnorm, sum(len(idx) for idx in chunk))
-                if bar is not None:
-                    bar.update(len(chunk))
-                if self.num_updates % cfg.log_interval == 0 and stepped:
-                    self._log_train(meter, bar)
-                    meter = Meter(time.perf_counter())
-                if (
-                    cfg.save_interval_updates > 0
-                    and stepped
-                    and self.num_updates % cfg.save_interval_updates == 0
-                    and self.batch_index < len(plan)
-                ):
-                    self.save()
+            judge = functools.partial(self._judge, plan_length=len(plan), bar=bar, valid_data=valid_data)
+            while True:
+                start = self.batch_index + (pending.batches if pending is not None else 0)
+                if start >= len(plan) or self._done(pending):
+                    break
+                chunk = plan[start : start + per_update]
+                local = [self._to_device(train_data.collate(idx)) for idx in chunk[self.rank :: self.world]]
+                total_tokens, stopping = self._agree(sum(b.ntokens for b in local), stop.received is not None)
+                update = UpdateInfo(len(chunk), sum(len(idx) for idx in chunk), total_tokens)
+                if stopping:
+                    outcome = judge(pending.read()) if pending is not None else None
+                    return outcome or self._preempt(bar)
+                if not cfg.deferred_stats:
+                    outcome = judge(JudgedUpdate(update, *self.train_step(local, total_tokens)))
+                else:
+                    loss_acc, nll_acc = self.accumulate_gradients(
+                        local, total_tokens, self.num_updates + (pending is not None)
+                    )
+                    outcome = judge(pending.read()) if pending is not None else None
+                    pending = PendingUpdate(update, self.step_without_reading(loss_acc, nll_acc))
+                if outcome is not None:
+                    return outcome
+            if pending is not None:
+                outcome, pending = judge(pending.read()), None
+                if outcome is not None:
+                    return outcome
             if bar is not None:
                 bar.close()
             if self.batch_index >= len(plan):
-                if self._all_reduce([float(stop.received is not None)])[0] > 0:
+                if self._agree(0.0, stop.received is not None)[1]:
                     return self._preempt(None)
                 self._validate_and_log(valid_data)
                 self.epoch += 1
@@ -554,6 +584,44 @@ class Trainer:
                 "diverged", self.num_updates, self._epoch_reached(), verdict.reason, verdict.criterion
             )
         return Outcome("completed", self.num_updates, self._epoch_reached())
+
+    def _judge(
+        self, judged: JudgedUpdate, plan_length: int, bar: Any, valid_data: SplitData
+    ) -> Outcome | None:
+        """One update's bookkeeping, in update order: the divergence verdict, the update count and lr
+        schedule, the meter and log, interval checkpoints. Returns the outcome if the run ends here."""
+        cfg, update = self.cfg, judged.update
+        self.batch_index += update.batches
+        scale = self.scaler.get_scale() if cfg.amp == "fp16" else None
+        verdict = self.divergence.check(
+            self.num_updates,
+            judged.loss_sum / update.total_tokens / LN2,
+            judged.nll_sum / update.total_tokens / LN2,
+            judged.gnorm,
+            scale,
+        )
+        if verdict is not None:
+            return self._diverged(verdict, bar, valid_data)
+        if judged.stepped:
+            self.num_updates += 1
+            self.schedule.step_update(self.num_updates)
+            self.meter.add(
+                judged.loss_sum, judged.nll_sum, update.total_tokens, judged.gnorm, update.sentences
+            )
+        if bar is not None:
+            bar.update(update.batches)
+        if not judged.stepped:
+            return None
+        if self.num_updates % cfg.log_interval == 0:
+            self._log_train(self.meter, bar)
+            self.meter = Meter(time.perf_counter())
+        if (
+            cfg.save_interval_updates > 0
+            and self.num_updates % cfg.save_interval_updates == 0
+            and self.batch_index < plan_length
+        ):
+            self.save()
+        return None
 
     def _diverged(self, verdict: Verdict, bar: Any, valid_data: SplitData) -> Outcome:
         if bar is not None:
