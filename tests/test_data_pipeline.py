@@ -446,3 +446,54 @@ def test_parallel_binarize_equals_single_process(corpus: Path, tmp_path: Path) -
     for name in ("vocab.txt", "train.fr.ids.npy", "train.fr.offsets.npy", "test.en.ids.npy"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
         assert (tmp_path / "two" / name).read_bytes() == (corpus / "bin" / name).read_bytes()
+
+
+def _learn(tok: Path, model_dir: Path, *extra: str) -> int:
+    argv = ["learn-bpe", "--in-dir", str(tok), "--src", "en", "--tgt", "fr", "--model-dir", str(model_dir)]
+    return main([*argv, "--merges", "150", "--workers", "1", *extra])
+
+
+def test_bpe_sample_keeps_aligned_pairs_seeded_and_about_the_asked_size(tmp_path: Path) -> None:
+    from pipeline_lib.data.line_sample import write_sample
+
+    n = 20_000
+    _write(tmp_path / "a", [f"s{i}" for i in range(n)])
+    _write(tmp_path / "b", [f"t{i}" for i in range(n)])
+    samples = {}
+    for seed in (1, 1, 2):
+        outs = [tmp_path / f"a.{seed}", tmp_path / f"b.{seed}"]
+        kept, total = write_sample([tmp_path / "a", tmp_path / "b"], outs, 5_000, seed)
+        src, tgt = _read(outs[0]), _read(outs[1])
+        assert total == n and kept == len(src) == len(tgt)
+        assert [s[1:] for s in src] == [t[1:] for t in tgt]  # the same pairs on both sides
+        assert abs(kept - 5_000) < 4 * (n * 0.25 * 0.75) ** 0.5  # binomial(n, 1/4): 4 sigma
+        samples.setdefault(seed, []).append(src)
+    assert samples[1][0] == samples[1][1] and samples[1][0] != samples[2][0]
+
+
+def test_learn_bpe_on_a_sample(corpus: Path, tmp_path: Path) -> None:
+    # a "sample" as large as the corpus keeps every line: the codes of the whole text, exactly
+    assert _learn(corpus / "tok", tmp_path / "all", "--sample-lines", "1000000") == 0
+    assert (tmp_path / "all" / "codes").read_bytes() == (corpus / "sw" / "codes").read_bytes()
+    assert (tmp_path / "all" / "vocab.fr").read_bytes() == (corpus / "sw" / "vocab.fr").read_bytes()
+    # half of it: counts scaled back to the corpus (200 lines), the sample recorded, no temp files left
+    assert _learn(corpus / "tok", tmp_path / "half", "--sample-lines", "100", "--sample-seed", "3") == 0
+    meta = json.loads((tmp_path / "half" / "subword.json").read_text())
+    assert meta["of_lines"] == 200 and 60 < meta["sample_lines"] < 140 and meta["sample_seed"] == 3
+    full = dict(row.rsplit(" ", 1) for row in _read(corpus / "sw" / "vocab.en"))
+    half = dict(row.rsplit(" ", 1) for row in _read(tmp_path / "half" / "vocab.en"))
+    assert full["Number"] == half["Number"] == "200"  # once in every line: scaled back exactly
+    assert sorted(p.name for p in (tmp_path / "half").iterdir()) == [
+        "codes",
+        "subword.json",
+        "vocab.en",
+        "vocab.fr",
+    ]
+
+
+def test_learn_bpe_sample_names_misaligned_sides(tmp_path: Path, capsys) -> None:
+    _write(tmp_path / "tok" / "train.en", ["a b"] * 5)
+    _write(tmp_path / "tok" / "train.fr", ["c d"] * 4)
+    assert _learn(tmp_path / "tok", tmp_path / "sw", "--sample-lines", "3") == 2
+    err = capsys.readouterr().err
+    assert "train.en: 5" in err and "train.fr: 4" in err

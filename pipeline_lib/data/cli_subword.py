@@ -16,7 +16,9 @@ are summed, ``--merges`` operations are learnt on them (``codes``), and each lan
 segmented training text gives ``vocab.{lang}``. ``--vocab-threshold N`` (subword-nmt's
 recommendation: 50) then only produces subwords seen ``>= N`` times in that language's
 training text, splitting rarer ones further; 0 (default) applies the codes unfiltered like
-fairseq's WMT recipes. SentencePiece trains one joint model (``spm.model``) on the raw or
+fairseq's WMT recipes. ``--sample-lines N`` learns on a seeded sample of about N line pairs
+(``line_sample.py``): memory follows the word types, which keep growing with the corpus; the
+vocabularies' counts are scaled back to the whole corpus, and ``subword.json`` records the sample. SentencePiece trains one joint model (``spm.model``) on the raw or
 normalized text (``preprocess --no-tokenize``); it has no random seed, and is deterministic
 as long as the corpus is under ``--spm-input-size`` sentences (larger corpora are sampled).
 
@@ -32,6 +34,7 @@ import codecs
 import json
 import logging
 import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +42,7 @@ from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data.chunk_map import default_workers
+from pipeline_lib.data.line_sample import write_sample
 from pipeline_lib.data.subword import MODEL_META, load_model_meta, segment_file
 from pipeline_lib.data.textio import read_lines
 from pipeline_lib.errors import ConfigError, InputError
@@ -57,6 +61,14 @@ def add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", choices=["bpe", "spm"], default="bpe")
     p.add_argument("--merges", type=int, default=40000, help="BPE merge operations (joint)")
     p.add_argument("--min-frequency", type=int, default=2, help="stop when a pair is rarer (subword-nmt)")
+    p.add_argument(
+        "--sample-lines",
+        type=int,
+        default=0,
+        help="BPE: learn on a seeded sample of about this many line pairs (0: the whole training text, as "
+        "subword-nmt and fairseq's WMT recipes do); bounds the memory, which follows the word types",
+    )
+    p.add_argument("--sample-seed", type=int, default=1)
     p.add_argument("--spm-type", choices=["unigram", "bpe"], default="unigram")
     p.add_argument("--vocab-size", type=int, default=32000, help="SentencePiece vocabulary size")
     p.add_argument("--character-coverage", type=float, default=1.0)
@@ -69,13 +81,21 @@ def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
 
     if args.merges < 1:
         raise ConfigError(f"--merges must be >= 1, got {args.merges}")
+    if args.sample_lines < 0:
+        raise ConfigError(f"--sample-lines must be >= 0, got {args.sample_lines}")
     started = time.perf_counter()
-    per_lang: list[Counter[str]] = []
-    for path in files:
-        for _ in read_lines(path):  # validate UTF-8 with a file:line error before subword-nmt reads it
-            pass
-        with codecs.open(str(path), encoding="utf-8") as f:
-            per_lang.append(learn_bpe.get_vocabulary(f, num_workers=max(1, args.workers)))
+    args.model_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=args.model_dir, prefix=".sample-") as tmp:
+        sample = {}
+        if args.sample_lines > 0:
+            sampled = [Path(tmp) / path.name for path in files]
+            kept, total = write_sample(files, sampled, args.sample_lines, args.sample_seed)
+            if kept == 0:
+                raise InputError(f"{files[0]}: the sample of --sample-lines {args.sample_lines} is empty")
+            sample = {"sample_lines": kept, "of_lines": total, "sample_seed": args.sample_seed}
+            log.info("learning on a sample of %d of %d line pairs (seed %d)", kept, total, args.sample_seed)
+            files = sampled
+        per_lang = [_word_counts(path, args.workers) for path in files]
     full_vocab = per_lang[0] + per_lang[1]
     if not full_vocab:
         raise InputError(f"{files[0]}: training text is empty")
@@ -95,6 +115,8 @@ def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
             bpe = apply_bpe.BPE(codes)
         # Segmentation is per word, so each word type is segmented once and weighted by its count:
         # the same vocabularies as segmenting the text, at a cost in types rather than tokens.
+        # A sample's counts are scaled to the whole corpus, so that --vocab-threshold keeps its meaning.
+        scale = sample["of_lines"] / sample["sample_lines"] if sample else 1.0
         for words, lang in zip(per_lang, (args.src, args.tgt), strict=True):
             counts: Counter[str] = Counter()
             for word, freq in words.items():
@@ -104,10 +126,19 @@ def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
             vocab_tmp = group.tmp_for(args.model_dir / f"vocab.{lang}")
             with open(vocab_tmp, "w", encoding="utf-8", newline="\n") as f:
                 for tok, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-                    f.write(f"{tok} {c}\n")
+                    f.write(f"{tok} {round(c * scale)}\n")
         n_codes = sum(1 for line in codes_tmp.open(encoding="utf-8") if not line.startswith("#version"))
         log.info("phase vocab %.1fs", time.perf_counter() - started)
-    return {"kind": "bpe", "codes": "codes", "merges": args.merges, "learned_merges": n_codes}
+    return {"kind": "bpe", "codes": "codes", "merges": args.merges, "learned_merges": n_codes, **sample}
+
+
+def _word_counts(path: Path, workers: int) -> Counter[str]:
+    for _ in read_lines(path):  # validate UTF-8 with a file:line error before subword-nmt reads it
+        pass
+    from subword_nmt import learn_bpe
+
+    with codecs.open(str(path), encoding="utf-8") as f:
+        return learn_bpe.get_vocabulary(f, num_workers=max(1, workers))
 
 
 def _learn_spm(args: argparse.Namespace, files: list[Path]) -> dict:

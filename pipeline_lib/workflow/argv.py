@@ -152,6 +152,7 @@ class Commands:
                 ("kind", s.get("kind")),
                 ("merges", s.get("merges")),
                 ("min-frequency", s.get("min_frequency")),
+                ("sample-lines", s.get("sample_lines")),
                 ("vocab-size", s.get("vocab_size")),
                 ("workers", workers),
             ]
