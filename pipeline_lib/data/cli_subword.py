@@ -18,9 +18,10 @@ recommendation: 50) then only produces subwords seen ``>= N`` times in that lang
 training text, splitting rarer ones further; 0 (default) applies the codes unfiltered like
 fairseq's WMT recipes. ``--sample-lines N`` learns on a seeded sample of about N line pairs
 (``line_sample.py``): memory follows the word types, which keep growing with the corpus; the
-vocabularies' counts are scaled back to the whole corpus, and ``subword.json`` records the sample. SentencePiece trains one joint model (``spm.model``) on the raw or
-normalized text (``preprocess --no-tokenize``); it has no random seed, and is deterministic
-as long as the corpus is under ``--spm-input-size`` sentences (larger corpora are sampled).
+vocabularies' counts are scaled back to the whole corpus, and ``subword.json`` records the sample.
+SentencePiece trains one joint model (``spm.model``) on the raw or normalized text
+(``preprocess --no-tokenize``); it has no random seed, and is deterministic as long as the
+corpus is under ``--spm-input-size`` sentences (larger corpora are sampled).
 
 ``apply-bpe`` copies the model files into ``--out-dir`` and writes ``meta.json`` there with
 ``subword`` (``bpe``/``spm``), the model file names, ``moses_tokenized`` (carried over from the
@@ -84,18 +85,13 @@ def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
     if args.sample_lines < 0:
         raise ConfigError(f"--sample-lines must be >= 0, got {args.sample_lines}")
     started = time.perf_counter()
-    args.model_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=args.model_dir, prefix=".sample-") as tmp:
-        sample = {}
-        if args.sample_lines > 0:
-            sampled = [Path(tmp) / path.name for path in files]
-            kept, total = write_sample(files, sampled, args.sample_lines, args.sample_seed)
-            if kept == 0:
-                raise InputError(f"{files[0]}: the sample of --sample-lines {args.sample_lines} is empty")
-            sample = {"sample_lines": kept, "of_lines": total, "sample_seed": args.sample_seed}
-            log.info("learning on a sample of %d of %d line pairs (seed %d)", kept, total, args.sample_seed)
-            files = sampled
-        per_lang = [_word_counts(path, args.workers) for path in files]
+    if args.sample_lines > 0:
+        per_lang, sample = _sample_word_counts(args, files)
+    else:
+        for path in files:
+            for _ in read_lines(path):  # validate UTF-8 with a file:line error before subword-nmt reads it
+                pass
+        per_lang, sample = [_word_counts(path, args.workers) for path in files], {}
     full_vocab = per_lang[0] + per_lang[1]
     if not full_vocab:
         raise InputError(f"{files[0]}: training text is empty")
@@ -132,9 +128,20 @@ def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
     return {"kind": "bpe", "codes": "codes", "merges": args.merges, "learned_merges": n_codes, **sample}
 
 
+def _sample_word_counts(args: argparse.Namespace, files: list[Path]) -> tuple[list[Counter[str]], dict]:
+    """Word counts of a seeded sample of the line pairs (validated as read), and what the sample was."""
+    args.model_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=args.model_dir, prefix=".sample-") as tmp:
+        sampled = [Path(tmp) / path.name for path in files]
+        kept, total = write_sample(files, sampled, args.sample_lines, args.sample_seed)
+        if kept == 0:
+            raise InputError(f"{files[0]}: the sample of --sample-lines {args.sample_lines} is empty")
+        log.info("learning on a sample of %d of %d line pairs (seed %d)", kept, total, args.sample_seed)
+        counts = [_word_counts(path, args.workers) for path in sampled]
+    return counts, {"sample_lines": kept, "of_lines": total, "sample_seed": args.sample_seed}
+
+
 def _word_counts(path: Path, workers: int) -> Counter[str]:
-    for _ in read_lines(path):  # validate UTF-8 with a file:line error before subword-nmt reads it
-        pass
     from subword_nmt import learn_bpe
 
     with codecs.open(str(path), encoding="utf-8") as f:

@@ -57,10 +57,6 @@ class PendingUpdate:
     update: UpdateInfo
     stats: HostStats
 
-    @property
-    def batches(self) -> int:
-        return self.update.batches
-
     def read(self) -> JudgedUpdate:
         loss_sum, nll_sum, gnorm = self.stats.read()
         return JudgedUpdate(self.update, loss_sum, nll_sum, gnorm, stepped=True)

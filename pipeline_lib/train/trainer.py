@@ -165,7 +165,6 @@ class Trainer:
         )
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
         self.num_updates = 0
-        self.update_in_progress = 0  # the update whose gradients are being accumulated
         self.epoch = 1
         self.batch_index = 0
         self.divergence = DivergenceMonitor(
@@ -282,20 +281,20 @@ class Trainer:
         """Forward/backward over this rank's micro-batches; leaves per-target-token gradients in .grad.
         Returns this rank's (loss_sum, nll_sum) in nats. ``update`` (default: the updates done) seeds
         dropout; with --deferred-stats it counts the update still being judged."""
-        self.update_in_progress = self.num_updates if update is None else update
-        torch.manual_seed(update_seed(self.cfg.seed, self.update_in_progress, self.rank))
+        update = self.num_updates if update is None else update
+        torch.manual_seed(update_seed(self.cfg.seed, update, self.rank))
         self.ddp.train()
         # DDP averages gradients over ranks; fairseq's normalisation is per target token of the update.
         scale = self.world / total_tokens
         if self.cfg.cpu_workers > 1:
-            return self._accumulate_in_threads(batches, scale)
+            return self._accumulate_in_threads(batches, scale, update)
         loss_acc = torch.zeros((), device=self.device)
         nll_acc = torch.zeros((), device=self.device)
         for i, batch in enumerate(batches):
             sync = not self.distributed or i == len(batches) - 1
             with (
                 contextlib.nullcontext() if sync else self.ddp.no_sync(),
-                dropout_generator(self._micro_batch_generator(i)),
+                dropout_generator(self._micro_batch_generator(update, i)),
             ):
                 loss, nll = self._forward_loss(batch)
                 self.scaler.scale(loss * scale).backward()
@@ -303,12 +302,12 @@ class Trainer:
             nll_acc += nll.detach()
         return loss_acc, nll_acc
 
-    def _micro_batch_generator(self, index: int) -> torch.Generator | None:
+    def _micro_batch_generator(self, update: int, index: int) -> torch.Generator | None:
         """CPU: dropout masks from (seed, update, rank, micro-batch) alone, whichever thread runs it.
         CUDA keeps the global generator and ATen's fused dropout kernel."""
         if self.device.type != "cpu" or self.cfg.compile:  # compiled dropout has its own RNG
             return None
-        seed = update_seed(self.cfg.seed, self.update_in_progress, (self.rank + 1) * 100_003 + index)
+        seed = update_seed(self.cfg.seed, update, (self.rank + 1) * 100_003 + index)
         return torch.Generator().manual_seed(seed)
 
     def _forward_loss(self, batch: Batch, module: nn.Module | None = None) -> tuple[Tensor, Tensor]:
@@ -330,14 +329,16 @@ class Trainer:
             logits = module(batch.src_tokens, batch.prev_tokens)
         return label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
 
-    def _accumulate_in_threads(self, batches: list[Batch], scale: float) -> tuple[Tensor, Tensor]:
+    def _accumulate_in_threads(
+        self, batches: list[Batch], scale: float, update: int
+    ) -> tuple[Tensor, Tensor]:
         """--cpu-workers: micro-batches side by side, one intra-op thread each; their gradients are
         summed in micro-batch order, as sequential backward() calls would accumulate them. The oneDNN
         layers' weight-gradient products go to queues that an idle worker helps empty
         (``weight_grad_sharing``)."""
 
         def micro_batch(i: int) -> tuple[Tensor, Tensor, tuple[Tensor | None, ...]]:
-            with dropout_generator(self._micro_batch_generator(i)):
+            with dropout_generator(self._micro_batch_generator(update, i)):
                 loss, nll = self._forward_loss(batches[i])
                 grads = torch.autograd.grad(loss * scale, self.params, allow_unused=True)
             return loss.detach(), nll.detach(), grads
@@ -531,7 +532,7 @@ class Trainer:
             bar = self._progress(len(plan), per_update)
             judge = functools.partial(self._judge, plan_length=len(plan), bar=bar, valid_data=valid_data)
             while True:
-                start = self.batch_index + (pending.batches if pending is not None else 0)
+                start = self.batch_index + (pending.update.batches if pending is not None else 0)
                 if start >= len(plan) or self._done(pending):
                     break
                 chunk = plan[start : start + per_update]

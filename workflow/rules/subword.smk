@@ -2,6 +2,7 @@
 
 
 # Memory follows the word types (591 MB at 369k types): ~5 GB at ~3M, WMT'14 En-Fr's order; 12-30 min there.
+# subword.sample_lines learns on a sample instead, bounding it by the sample's types.
 rule learn_bpe:
     input:
         f"{W}/data/{{ds}}/tok/meta.json",
