@@ -27,12 +27,18 @@ profiles: $(BIN)/python
 demo: setup
 	. $(BIN)/activate && snakemake --profile local all
 
+# Test modules run in parallel, one module per worker (tests/conftest.py), up to 4 workers: the SLURM
+# tests mostly wait on the scheduler, and the end-to-end runs are many short processes.
+# TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+XDIST = -n $(TEST_WORKERS)
+
 test: setup-dev
-	. $(BIN)/activate && python -m pytest -q -ra $(PYTEST_ARGS)
+	. $(BIN)/activate && python -m pytest -q -ra $(XDIST) $(PYTEST_ARGS)
 
 # The edit loop: everything but the end-to-end runs, the DDP runs and the SLURM cluster (~2 minutes).
 test-fast: setup-dev
-	. $(BIN)/activate && python -m pytest -q -ra -m "not slow" --ignore=tests/slurm $(PYTEST_ARGS)
+	. $(BIN)/activate && python -m pytest -q -ra $(XDIST) -m "not slow" --ignore=tests/slurm $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
