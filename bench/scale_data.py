@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale_data.py [--sizes 250k,1M,4M] [--workers N] [--merges 40000]
                                          [--target-pairs 40.8M --node-cores 16] [--json out.json]
+                                         [--stages preprocess]   # a prefix of the stages; growth only
 
 For each size a synthetic corpus (``bench/synthetic_corpus.py``: WMT-like lengths, Heaps-law
 vocabulary growth) goes through the stages exactly as the workflow runs them, each in its own
@@ -140,7 +141,7 @@ def run_stage(argv: list[str], log_path: Path) -> dict:
             "phases": phases, "main_cpu_s": mem.root_cpu, "worker_cpu_s": mem.worker_cpu}  # fmt: skip
 
 
-def bench_size(root: Path, pairs: int, workers: int, merges: int) -> dict:
+def bench_size(root: Path, pairs: int, workers: int, merges: int, only: list[str] | None = None) -> dict:
     d = root / f"p{pairs}"
     t0 = time.perf_counter()
     write_corpus(d / "raw", pairs)
@@ -158,6 +159,8 @@ def bench_size(root: Path, pairs: int, workers: int, merges: int) -> dict:
     }  # fmt: skip
     out: dict = {"pairs": pairs, "workers": workers, "generate_s": gen_s, "stages": {}}
     for name, argv in stages.items():
+        if only is not None and name not in only:
+            continue
         res = run_stage([str(a) for a in argv], d / f"{name}.log")
         lines = 2 * pairs  # both sides
         res["lines_per_s"] = lines / res["wall_s"]
@@ -171,7 +174,8 @@ def bench_size(root: Path, pairs: int, workers: int, merges: int) -> dict:
         )
     meta = json.loads((d / "tok" / "meta.json").read_text())["splits"]["train"]
     out["kept_pairs"] = meta["kept"]
-    types = re.search(r"on (\d+) word types", (d / "learn-bpe.log").read_text())
+    bpe_log = d / "learn-bpe.log"
+    types = re.search(r"on (\d+) word types", bpe_log.read_text()) if bpe_log.exists() else None
     out["word_types"] = int(types.group(1)) if types else -1
     return out
 
@@ -207,21 +211,8 @@ def stage_parts(res: dict) -> dict[str, tuple[float, float, float]]:
     return parts
 
 
-def summarize(
-    results: list[dict], workers: int, target: int, node_cores: int, target_types: int | None = None
-) -> dict:
-    sizes = [r["pairs"] for r in results]
-    types = [r["word_types"] for r in results]
-    type_growth, _ = fit_power(sizes, types)
-    predicted_types = types[-1] * (target / sizes[-1]) ** type_growth
-    merge_on_types, _ = fit_power(types, [r["stages"]["learn-bpe"]["phases"]["merge"] for r in results])
-    types_there = target_types or predicted_types
-    print(
-        f"\nword types (both sides): {', '.join(f'{t:,}' for t in types)} ~ N^{type_growth:.2f}; at {target:,} "
-        f"pairs {predicted_types:,.0f} by that fit"
-        + (f", {target_types:,} as given" if target_types else "")
-        + f"; the merge loop grows as types^{merge_on_types:.2f}"
-    )
+def _growth_table(results: list[dict], sizes: list[int], workers: int) -> dict:
+    """Print and return each stage's fitted time and memory growth against the corpus size."""
     print(
         f"\nfitted growth against corpus size ({', '.join(f'{s:,}' for s in sizes)} pairs), {workers} workers"
     )
@@ -236,6 +227,27 @@ def summarize(
         summary["stages"][name] = {"time_exponent": bt, "mem_exponent": bm, "mem_ratio_last_two": ratio,
                                    "peak_mb": mems[-1]}  # fmt: skip
         print(f"{name:<16} {bt:>10.2f} {bm:>10.2f} {ratio:>19.2f} {mems[-1]:>8.0f}")
+    return summary
+
+
+def summarize(
+    results: list[dict], workers: int, target: int, node_cores: int, target_types: int | None = None
+) -> dict:
+    sizes = [r["pairs"] for r in results]
+    if "learn-bpe" not in results[0]["stages"]:  # --stages without it: the growth table only
+        return _growth_table(results, sizes, workers)
+    types = [r["word_types"] for r in results]
+    type_growth, _ = fit_power(sizes, types)
+    predicted_types = types[-1] * (target / sizes[-1]) ** type_growth
+    merge_on_types, _ = fit_power(types, [r["stages"]["learn-bpe"]["phases"]["merge"] for r in results])
+    types_there = target_types or predicted_types
+    print(
+        f"\nword types (both sides): {', '.join(f'{t:,}' for t in types)} ~ N^{type_growth:.2f}; at {target:,} "
+        f"pairs {predicted_types:,.0f} by that fit"
+        + (f", {target_types:,} as given" if target_types else "")
+        + f"; the merge loop grows as types^{merge_on_types:.2f}"
+    )
+    summary = _growth_table(results, sizes, workers)
 
     print(
         f"\nextrapolated to {target:,} pairs on a {node_cores}-core node (from the {sizes[-1]:,}-pair run): each "
@@ -285,6 +297,9 @@ def main() -> int:
         default=None,
         help="word types of the real corpus (both sides), for learn-bpe's merge loop (default: fitted)",
     )
+    p.add_argument(
+        "--stages", default=None, help="only these stages, comma-separated and in order (e.g. preprocess)"
+    )
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--from-json", type=Path, default=None, help="re-print the summary of an earlier run")
     args = p.parse_args()
@@ -294,13 +309,15 @@ def main() -> int:
         summarize(earlier["sizes"], workers, args.target_pairs, args.node_cores, args.target_types)
         return 0
     sizes = sorted(parse_size(s) for s in args.sizes.split(","))
+    only = args.stages.split(",") if args.stages else None
     with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
         results = []
         for pairs in sizes:
-            results.append(bench_size(Path(tmp), pairs, args.workers, args.merges))
+            results.append(bench_size(Path(tmp), pairs, args.workers, args.merges, only))
             r = results[-1]
-            print(f"  {pairs:,} pairs: {r['kept_pairs']:,} kept after cleaning, {r['word_types']:,} "
-                  f"word types (both sides), corpus generated in {r['generate_s']:.0f} s", flush=True)  # fmt: skip
+            types = f", {r['word_types']:,} word types (both sides)" if r["word_types"] >= 0 else ""
+            print(f"  {pairs:,} pairs: {r['kept_pairs']:,} kept after cleaning{types}, corpus generated "
+                  f"in {r['generate_s']:.0f} s", flush=True)  # fmt: skip
     summary = summarize(results, args.workers, args.target_pairs, args.node_cores, args.target_types)
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
