@@ -141,6 +141,9 @@ def run_stage(argv: list[str], log_path: Path) -> dict:
             "phases": phases, "main_cpu_s": mem.root_cpu, "worker_cpu_s": mem.worker_cpu}  # fmt: skip
 
 
+STAGES = ("preprocess", "learn-bpe", "apply-bpe", "binarize")  # the order bench_size runs them in
+
+
 def bench_size(root: Path, pairs: int, workers: int, merges: int, only: list[str] | None = None) -> dict:
     d = root / f"p{pairs}"
     t0 = time.perf_counter()
@@ -157,6 +160,7 @@ def bench_size(root: Path, pairs: int, workers: int, merges: int, only: list[str
                       *langs, "--splits", "train", *w],
         "binarize": ["binarize", "--in-dir", d / "bpe", "--out-dir", d / "bin", *langs, "--splits", "train"],
     }  # fmt: skip
+    assert tuple(stages) == STAGES
     out: dict = {"pairs": pairs, "workers": workers, "generate_s": gen_s, "stages": {}}
     for name, argv in stages.items():
         if only is not None and name not in only:
@@ -310,6 +314,9 @@ def main() -> int:
         return 0
     sizes = sorted(parse_size(s) for s in args.sizes.split(","))
     only = args.stages.split(",") if args.stages else None
+    if only is not None and tuple(only) != STAGES[: len(only)]:
+        # each stage reads the one before it: anything but a prefix would fail after the corpus is made
+        p.error(f"--stages must be a prefix of {','.join(STAGES)}, got {args.stages}")
     with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
         results = []
         for pairs in sizes:

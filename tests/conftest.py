@@ -28,8 +28,12 @@ SLURM_DIR = "slurm"
 ONE_UNIT_PER_TEST = {"test_paper_mirror_e2e.py"}
 
 
+def _in_slurm_dir(path: Path) -> bool:
+    return path.parent.name == SLURM_DIR
+
+
 def _start_order(path: Path) -> int:
-    if path.parent.name == SLURM_DIR:
+    if _in_slurm_dir(path):
         return 0
     return 1 if path.name.endswith("_e2e.py") else 2
 
@@ -54,7 +58,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = Path(nodeid.split("::", 1)[0])
-            if path.parent.name == SLURM_DIR:
+            if _in_slurm_dir(path):
                 return SLURM_DIR
             return nodeid if path.name in ONE_UNIT_PER_TEST else path.as_posix()
 
