@@ -1,4 +1,4 @@
-"""Ordered chunk-parallel map used by preprocessing and subword application.
+"""Ordered chunk-parallel map used by the data stages.
 
 Lines are grouped in chunks and chunks go to a ``multiprocessing`` pool. Results come back in
 input order and at most ``2 * workers`` chunks are in flight (``Pool.imap`` would read the
@@ -14,7 +14,10 @@ import itertools
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
+
+from pipeline_lib.data.textio import decode_block, line_blocks
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,11 +46,43 @@ def map_chunks(
     initargs: tuple[Any, ...] = (),
 ) -> Iterator[R]:
     """Yield ``fn(chunk)`` for consecutive chunks of ``items``, in order."""
-    chunks = chunked(items, chunk_size)
+    tasks = ((chunk,) for chunk in chunked(items, chunk_size))
+    return _map_ordered(fn, tasks, workers, initializer, initargs)
+
+
+def map_line_blocks(
+    fn: Callable[[list[str]], R],
+    path: Path,
+    *,
+    workers: int,
+    chunk_size: int,
+    initializer: Callable[..., None] | None = None,
+    initargs: tuple[Any, ...] = (),
+) -> Iterator[R]:
+    """Yield ``fn(lines)`` for consecutive chunks of ``chunk_size`` lines of the UTF-8 file ``path``,
+    in order. The main process only cuts the file into raw blocks; decoding and validation (with
+    :func:`~pipeline_lib.data.textio.read_lines`' file:line errors) happen in the workers, so the
+    main process, the serial part of a stage, does no per-line work."""
+    tasks = ((fn, path, lineno, block) for lineno, block in line_blocks(path, chunk_size))
+    return _map_ordered(_on_decoded_block, tasks, workers, initializer, initargs)
+
+
+def _on_decoded_block(fn: Callable[[list[str]], R], path: Path, lineno: int, block: bytes) -> R:
+    return fn(decode_block(path, lineno, block))
+
+
+def _map_ordered(
+    fn: Callable[..., R],
+    tasks: Iterator[tuple[Any, ...]],
+    workers: int,
+    initializer: Callable[..., None] | None,
+    initargs: tuple[Any, ...],
+) -> Iterator[R]:
+    """Yield ``fn(*task)`` per task, in order, at most ``2 * workers`` tasks in flight."""
     if workers <= 1:
         if initializer is not None:
             initializer(*initargs)
-        yield from map(fn, chunks)
+        yield from (fn(*task) for task in tasks)
         return
     # fork keeps start-up cheap on Linux; the workers only run pure functions.
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
@@ -59,8 +94,8 @@ def map_chunks(
     try:
         with ctx.Pool(workers, initializer=initializer, initargs=initargs) as pool:
             pending: collections.deque = collections.deque()
-            for chunk in chunks:
-                pending.append(pool.apply_async(fn, (chunk,)))
+            for task in tasks:
+                pending.append(pool.apply_async(fn, task))
                 if len(pending) >= 2 * workers:
                     yield pending.popleft().get()
             while pending:

@@ -31,12 +31,13 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.chunk_map import default_workers, map_chunks
+from pipeline_lib.data.chunk_map import default_workers, map_line_blocks
 from pipeline_lib.data.indexed import IndexedDatasetWriter, split_prefix
-from pipeline_lib.data.textio import count_lines, read_lines
+from pipeline_lib.data.textio import count_lines
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import ConfigError, InputError
 
@@ -70,10 +71,18 @@ def _set_vocab(vocab: Vocabulary) -> None:
     _VOCAB["v"] = vocab
 
 
-def _encode_chunk(lines: list[str]) -> tuple[list[list[int]], int]:
+def _encode_chunk(lines: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """(ids of all lines concatenated, int32; each line's length; <unk> count). Arrays, so the
+    main process receives two buffers per chunk instead of a Python int per token."""
     vocab = _VOCAB["v"]
-    out = [vocab.encode(line.split()) for line in lines]
-    return out, sum(ids.count(vocab.unk) for ids in out)
+    lengths = np.empty(len(lines), dtype=np.int64)
+    flat: list[int] = []
+    for i, line in enumerate(lines):
+        ids = vocab.encode(line.split())
+        lengths[i] = len(ids)
+        flat.extend(ids)
+    ids_array = np.array(flat, dtype=np.int32)
+    return ids_array, lengths, int(np.count_nonzero(ids_array == vocab.unk))
 
 
 def _count(paths: dict[Path, int], workers: int, chunk_size: int) -> Counter[str]:
@@ -81,9 +90,7 @@ def _count(paths: dict[Path, int], workers: int, chunk_size: int) -> Counter[str
     counter: Counter[str] = Counter()
     for path, n_lines_total in paths.items():
         bar = tqdm(total=n_lines_total, desc=f"count {path.name}", unit="line", disable=None)
-        for part, n_lines in map_chunks(
-            _count_chunk, read_lines(path), workers=workers, chunk_size=chunk_size
-        ):
+        for part, n_lines in map_line_blocks(_count_chunk, path, workers=workers, chunk_size=chunk_size):
             counter.update(part)
             bar.update(n_lines)
         bar.close()
@@ -148,19 +155,19 @@ def run(args: argparse.Namespace) -> int:
                 bar = tqdm(
                     total=line_counts[(s, lang)], desc=f"binarize {s}.{lang}", unit="line", disable=None
                 )
-                encoded = map_chunks(
+                encoded = map_line_blocks(
                     _encode_chunk,
-                    read_lines(files[(s, lang)]),
+                    files[(s, lang)],
                     workers=args.workers,
                     chunk_size=args.chunk_size,
                     initializer=_set_vocab,
                     initargs=(vocab,),
                 )
                 with IndexedDatasetWriter(tmp_prefix) as w:
-                    for sentences, chunk_unk in encoded:
-                        w.add_many(sentences)
+                    for ids, lengths, chunk_unk in encoded:
+                        w.add_arrays(ids, lengths)
                         unk += chunk_unk
-                        bar.update(len(sentences))
+                        bar.update(len(lengths))
                     ntok = w.num_tokens
                 bar.close()
                 for suffix in (".ids.npy", ".offsets.npy"):

@@ -42,10 +42,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.chunk_map import default_workers
+from pipeline_lib.data.chunk_map import default_workers, map_line_blocks
 from pipeline_lib.data.line_sample import write_sample
 from pipeline_lib.data.subword import MODEL_META, load_model_meta, segment_file
-from pipeline_lib.data.textio import read_lines
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -88,9 +87,7 @@ def _learn_bpe(args: argparse.Namespace, files: list[Path]) -> dict:
     if args.sample_lines > 0:
         per_lang, sample = _sample_word_counts(args, files)
     else:
-        for path in files:
-            for _ in read_lines(path):  # validate UTF-8 with a file:line error before subword-nmt reads it
-                pass
+        _validate(files, args.workers)
         per_lang, sample = [_word_counts(path, args.workers) for path in files], {}
     full_vocab = per_lang[0] + per_lang[1]
     if not full_vocab:
@@ -141,6 +138,14 @@ def _sample_word_counts(args: argparse.Namespace, files: list[Path]) -> tuple[li
     return counts, {"sample_lines": kept, "of_lines": total, "sample_seed": args.sample_seed}
 
 
+def _validate(files: list[Path], workers: int) -> None:
+    """Fail with a file:line error on invalid UTF-8 or a NUL byte before the learner reads the text.
+    The workers decode; the main process only cuts the files into blocks."""
+    for path in files:
+        for _ in map_line_blocks(len, path, workers=workers, chunk_size=20_000):
+            pass
+
+
 def _word_counts(path: Path, workers: int) -> Counter[str]:
     from subword_nmt import learn_bpe
 
@@ -153,9 +158,7 @@ def _learn_spm(args: argparse.Namespace, files: list[Path]) -> dict:
 
     if args.vocab_size < 8:
         raise ConfigError(f"--vocab-size must be >= 8, got {args.vocab_size}")
-    for path in files:
-        for _ in read_lines(path):
-            pass
+    _validate(files, args.workers)
     args.model_dir.mkdir(parents=True, exist_ok=True)
     prefix = args.model_dir / "spm.tmp"
     # Ids 0-3 match pipeline_lib.data.vocab (pad, bos, eos, unk), though binarize builds its own
@@ -237,9 +240,7 @@ def run_apply(args: argparse.Namespace) -> int:
     ]
     if not jobs:
         raise InputError(f"{args.in_dir}: no {{split}}.{{lang}} files for splits {args.splits}")
-    for split, lang in jobs:  # fail on bad bytes before writing anything
-        for _ in read_lines(args.in_dir / f"{split}.{lang}"):
-            pass
+    _validate([args.in_dir / f"{split}.{lang}" for split, lang in jobs], args.workers)  # before writing
     prev_meta_path = args.in_dir / "meta.json"
     prev = json.loads(prev_meta_path.read_text(encoding="utf-8")) if prev_meta_path.is_file() else {}
     counts: dict[str, int] = {}

@@ -135,17 +135,24 @@ class IndexedDatasetWriter:
         self._off_f.write(np.int64(self._n_tokens).tobytes())
 
     def add_many(self, sentences: Iterable[Sequence[int]], batch: int = 4096) -> None:
-        """Like :meth:`add` per sentence, one array write per ``batch`` sentences (binarize's hot loop)."""
+        """Like :meth:`add` per sentence, one array write per ``batch`` sentences."""
         it = iter(sentences)
         while group := list(itertools.islice(it, batch)):
             lengths = np.fromiter((len(s) for s in group), dtype=np.int64, count=len(group))
             flat = np.fromiter(itertools.chain.from_iterable(group), dtype=np.int64, count=int(lengths.sum()))
-            if flat.size and (flat.min() < 0 or flat.max() > np.iinfo(np.int32).max):
-                raise ValueError("token id out of int32 range")
-            self._ids_f.write(flat.astype(np.int32).tobytes())
-            self._off_f.write((self._n_tokens + np.cumsum(lengths)).tobytes())
-            self._n_tokens += int(flat.size)
-            self._n_sent += len(group)
+            self.add_arrays(flat, lengths)
+
+    def add_arrays(self, ids: np.ndarray, lengths: np.ndarray) -> None:
+        """Append ``len(lengths)`` sentences whose ids are concatenated in ``ids`` (binarize's hot loop:
+        its workers send these two arrays per chunk)."""
+        if ids.ndim != 1 or lengths.ndim != 1 or int(lengths.sum()) != ids.size or (lengths < 0).any():
+            raise ValueError("ids must be the concatenation of sentences of the given lengths")
+        if ids.size and (ids.min() < 0 or ids.max() > np.iinfo(np.int32).max):
+            raise ValueError("token id out of int32 range")
+        self._ids_f.write(ids.astype(np.int32, copy=False).tobytes())
+        self._off_f.write((self._n_tokens + np.cumsum(lengths, dtype=np.int64)).tobytes())
+        self._n_tokens += int(ids.size)
+        self._n_sent += len(lengths)
 
     def __len__(self) -> int:
         return self._n_sent

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline_lib.data.chunk_map import map_chunks
-from pipeline_lib.data.textio import count_lines, read_lines
+from pipeline_lib.data.chunk_map import map_line_blocks
+from pipeline_lib.data.textio import count_lines
 from pipeline_lib.errors import InputError
 
 MODEL_META = "subword.json"
@@ -52,9 +52,11 @@ def init_segmenter(kind: str, model_path: str, vocab_path: str | None, threshold
         _SEGMENTER["fn"] = lambda line: " ".join(sp.encode(line, out_type=str))
 
 
-def segment_chunk(lines: list[str]) -> list[str]:
+def segment_chunk(lines: list[str]) -> tuple[bytes, int]:
+    """The segmented lines as the output file's bytes, and their count: one buffer per chunk for the
+    main process to write."""
     fn = _SEGMENTER["fn"]
-    return [fn(line) for line in lines]
+    return "".join(fn(line) + "\n" for line in lines).encode("utf-8"), len(lines)
 
 
 def segment_file(
@@ -71,22 +73,20 @@ def segment_file(
     """Segment ``src`` into ``dst`` (written directly; callers handle atomicity)."""
     n = 0
     total = count_lines(src)
-    with open(dst, "w", encoding="utf-8", newline="\n") as out:
+    with open(dst, "wb") as out:
         bar = tqdm(total=total, desc=f"{kind} {src.name}", unit="line", disable=None)
         initargs = (kind, str(model_path), str(vocab_path) if vocab_path else None, threshold)
-        for seg in map_chunks(
+        for data, n_lines in map_line_blocks(
             segment_chunk,
-            read_lines(src),
+            src,
             workers=workers,
             chunk_size=chunk_size,
             initializer=init_segmenter,
             initargs=initargs,
         ):
-            for line in seg:
-                out.write(line)
-                out.write("\n")
-            n += len(seg)
-            bar.update(len(seg))
+            out.write(data)
+            n += n_lines
+            bar.update(n_lines)
         bar.close()
     return n
 

@@ -8,6 +8,7 @@ temporary file renamed into place, so a failed stage never clobbers a previous g
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -35,6 +36,44 @@ def decode_line(path: Path, lineno: int, raw: bytes) -> str:
         line = line[1:]  # a byte-order mark is not content (scan_lines counts it)
     # Only "\n" separates sentences; a stray "\r" (CRLF files) is not content.
     return line.rstrip("\n").rstrip("\r")
+
+
+def decode_block(path: Path, first_lineno: int, block: bytes) -> list[str]:
+    """The lines of ``block`` (the raw bytes of whole lines, the first of them line ``first_lineno``),
+    exactly as :func:`read_lines` yields them. One decode for the whole block: a multi-byte UTF-8
+    sequence never contains a newline byte, so the block decodes if and only if every line does. Only
+    a bad block is decoded line by line, for :func:`decode_line`'s file:line:column error."""
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\0" in text:
+        raws = block.split(b"\n")
+        if block.endswith(b"\n"):
+            raws.pop()
+        return [decode_line(path, first_lineno + i, raw) for i, raw in enumerate(raws)]
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    if "\r" in text:
+        lines = [line.rstrip("\r") for line in lines]
+    if first_lineno == 1 and lines and lines[0].startswith(BOM):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+def line_blocks(path: str | os.PathLike[str], lines_per_block: int) -> Iterator[tuple[int, bytes]]:
+    """(number of the first line, raw bytes) of consecutive runs of ``lines_per_block`` whole lines.
+    Cutting is all the reader does, so a chunk-parallel stage's main process stays out of the
+    per-line work: its workers decode with :func:`decode_block`."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    lineno = 1
+    with path.open("rb") as f:
+        while raws := list(itertools.islice(f, lines_per_block)):
+            yield lineno, b"".join(raws)
+            lineno += len(raws)
 
 
 def read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
