@@ -3,6 +3,7 @@
     .venv/bin/python bench/scale_data.py [--sizes 250k,1M,4M] [--workers N] [--merges 40000]
                                          [--target-pairs 40.8M --node-cores 16] [--json out.json]
                                          [--stages preprocess]   # a prefix of the stages; growth only
+                                         [--bpe-sample-lines 500k]  # learn-bpe on a sample, beside it
 
 For each size a synthetic corpus (``bench/synthetic_corpus.py``: WMT-like lengths, Heaps-law
 vocabulary growth) goes through the stages exactly as the workflow runs them, each in its own
@@ -20,7 +21,10 @@ and vocabularies) and the parallel part (the workers), read from /proc; there, t
 max(serial, parallel / cores), i.e. perfect pipelining and linear scaling of the workers, which is the
 optimistic end (``bench/preprocess_throughput.py`` measures the scaling from 1 to N workers here).
 The synthetic corpus' vocabulary grows more slowly than a real one's, so learn-bpe's merge loop,
-whose cost follows the number of word types, is extrapolated from types too.
+whose cost follows the number of word types, is extrapolated from types too. ``--bpe-sample-lines N``
+also runs ``learn-bpe --sample-lines N`` on the same text (the later stages use the whole-corpus codes);
+its merges and vocabularies are a fixed amount of work at any corpus size, its sampling pass is serial
+and linear, and a second total gives the data path with it in place of the whole-corpus learn-bpe.
 """
 
 from __future__ import annotations
@@ -45,7 +49,12 @@ MB = 1024 * 1024
 # The parts of each stage, and whether they run in parallel over --workers. learn-bpe logs the
 # duration of its phases ("phase <name> <seconds>s"), so its serial merge loop is timed apart.
 PARALLEL = {"preprocess": True, "learn-bpe:count": True, "learn-bpe:merge": False,
-            "learn-bpe:vocab": False, "apply-bpe": True, "binarize": True}  # fmt: skip
+            "learn-bpe:vocab": False, "apply-bpe": True, "binarize": True,
+            # on a sample: drawing it is one serial pass over the corpus; the sample's word counts are
+            # a fixed amount of work whatever the corpus size, and so are its merges and vocabularies
+            "learn-bpe-sample:count": False, "learn-bpe-sample:merge": False,
+            "learn-bpe-sample:vocab": False}  # fmt: skip
+SAMPLE_STAGE = "learn-bpe-sample"  # an alternative to learn-bpe: measured, not fed to the later stages
 
 
 def parse_size(text: str) -> int:
@@ -144,7 +153,9 @@ def run_stage(argv: list[str], log_path: Path) -> dict:
 STAGES = ("preprocess", "learn-bpe", "apply-bpe", "binarize")  # the order bench_size runs them in
 
 
-def bench_size(root: Path, pairs: int, workers: int, merges: int, only: list[str] | None = None) -> dict:
+def bench_size(
+    root: Path, pairs: int, workers: int, merges: int, only: list[str] | None = None, bpe_sample: int = 0
+) -> dict:
     d = root / f"p{pairs}"
     t0 = time.perf_counter()
     write_corpus(d / "raw", pairs)
@@ -161,9 +172,15 @@ def bench_size(root: Path, pairs: int, workers: int, merges: int, only: list[str
         "binarize": ["binarize", "--in-dir", d / "bpe", "--out-dir", d / "bin", *langs, "--splits", "train"],
     }  # fmt: skip
     assert tuple(stages) == STAGES
+    if bpe_sample:  # right after learn-bpe, on the same text, into its own model directory
+        sample_argv = ["learn-bpe", "--in-dir", d / "tok", "--model-dir", d / "sw-sample", *langs,
+                       "--merges", merges, "--sample-lines", bpe_sample, *w]  # fmt: skip
+        order = list(stages.items())
+        order.insert(STAGES.index("learn-bpe") + 1, (SAMPLE_STAGE, sample_argv))
+        stages = dict(order)
     out: dict = {"pairs": pairs, "workers": workers, "generate_s": gen_s, "stages": {}}
     for name, argv in stages.items():
-        if only is not None and name not in only:
+        if only is not None and name.removesuffix("-sample") not in only:
             continue
         res = run_stage([str(a) for a in argv], d / f"{name}.log")
         lines = 2 * pairs  # both sides
@@ -220,7 +237,7 @@ def _growth_table(results: list[dict], sizes: list[int], workers: int) -> dict:
     print(
         f"\nfitted growth against corpus size ({', '.join(f'{s:,}' for s in sizes)} pairs), {workers} workers"
     )
-    print(f"{'stage':<16} {'time ~ N^b':>10} {'mem ~ N^b':>10} {'mem ratio last two':>19} {'peak MB':>8}")
+    print(f"{'stage':<18} {'time ~ N^b':>10} {'mem ~ N^b':>10} {'mem ratio last two':>19} {'peak MB':>8}")
     summary: dict = {"stages": {}, "parts": {}}
     for name in results[0]["stages"]:
         times = [r["stages"][name]["wall_s"] for r in results]
@@ -230,7 +247,7 @@ def _growth_table(results: list[dict], sizes: list[int], workers: int) -> dict:
         ratio = mems[-1] / mems[-2] if len(mems) > 1 else float("nan")
         summary["stages"][name] = {"time_exponent": bt, "mem_exponent": bm, "mem_ratio_last_two": ratio,
                                    "peak_mb": mems[-1]}  # fmt: skip
-        print(f"{name:<16} {bt:>10.2f} {bm:>10.2f} {ratio:>19.2f} {mems[-1]:>8.0f}")
+        print(f"{name:<18} {bt:>10.2f} {bm:>10.2f} {ratio:>19.2f} {mems[-1]:>8.0f}")
     return summary
 
 
@@ -259,9 +276,9 @@ def summarize(
         f"lines), and take max(serial, parallel / {node_cores}) there"
     )
     print(
-        f"{'part':<16} {'N^b':>5} {'wall s':>8} {'serial s':>9} {'parallel s':>10} {'there min':>10} {'bound by':>9}"
+        f"{'part':<22} {'N^b':>5} {'wall s':>8} {'serial s':>9} {'parallel s':>10} {'there min':>10} {'bound by':>9}"
     )
-    total = 0.0
+    total = whole_bpe = on_sample = 0.0
     parts_by_size = [stage_parts(r) for r in results]
     for part in parts_by_size[-1]:
         b, _ = fit_power(sizes, [p[part][0] for p in parts_by_size])
@@ -272,16 +289,26 @@ def summarize(
         if part in ("learn-bpe:merge", "learn-bpe:vocab"):  # their cost follows the word types
             b = merge_on_types
             scale = (types_there / types[-1]) ** b
+        if part in (f"{SAMPLE_STAGE}:merge", f"{SAMPLE_STAGE}:vocab"):  # a sample of the same size there
+            b, scale = 0.0, 1.0
         serial_there, parallel_there = serial * scale, parallel * scale / node_cores
         there = max(serial_there, parallel_there)
-        total += there
+        if part.startswith(SAMPLE_STAGE):
+            on_sample += there
+        else:
+            total += there
+            whole_bpe += there if part.startswith("learn-bpe:") else 0.0
         bound = "serial" if serial_there >= parallel_there else "workers"
         summary["parts"][part] = {"exponent": b, "wall_s": wall, "serial_cpu_s": serial, "parallel_cpu_s": parallel,
                                   "minutes_there": there / 60, "bound_by": bound}  # fmt: skip
         print(
-            f"{part:<16} {b:>5.2f} {wall:>8.1f} {serial:>9.1f} {parallel:>10.1f} {there / 60:>10.1f} {bound:>9}"
+            f"{part:<22} {b:>5.2f} {wall:>8.1f} {serial:>9.1f} {parallel:>10.1f} {there / 60:>10.1f} {bound:>9}"
         )
-    print(f"{'total':<16} {'':>5} {'':>8} {'':>9} {'':>10} {total / 60:>10.1f}")
+    print(f"{'total':<22} {'':>5} {'':>8} {'':>9} {'':>10} {total / 60:>10.1f}")
+    if on_sample:
+        with_sample = total - whole_bpe + on_sample
+        print(f"{'total, BPE on a sample':<22} {'':>5} {'':>8} {'':>9} {'':>10} {with_sample / 60:>10.1f}")
+        summary["total_minutes_there_bpe_on_sample"] = with_sample / 60
     summary["total_minutes_there"] = total / 60
     summary["word_types"] = {"measured": types, "exponent": type_growth, "there": types_there}
     return summary
@@ -304,6 +331,12 @@ def main() -> int:
     p.add_argument(
         "--stages", default=None, help="only these stages, comma-separated and in order (e.g. preprocess)"
     )
+    p.add_argument(
+        "--bpe-sample-lines",
+        type=parse_size,
+        default=0,
+        help="also run learn-bpe --sample-lines N on the same text (measured beside the whole-corpus run)",
+    )
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--from-json", type=Path, default=None, help="re-print the summary of an earlier run")
     args = p.parse_args()
@@ -320,7 +353,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
         results = []
         for pairs in sizes:
-            results.append(bench_size(Path(tmp), pairs, args.workers, args.merges, only))
+            results.append(
+                bench_size(Path(tmp), pairs, args.workers, args.merges, only, args.bpe_sample_lines)
+            )
             r = results[-1]
             types = f", {r['word_types']:,} word types (both sides)" if r["word_types"] >= 0 else ""
             print(f"  {pairs:,} pairs: {r['kept_pairs']:,} kept after cleaning{types}, corpus generated "

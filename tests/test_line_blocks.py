@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from pipeline_lib.cli import main
-from pipeline_lib.data.chunk_map import map_line_blocks
+from pipeline_lib.data.chunk_map import map_line_blocks, scan_file
 from pipeline_lib.data.indexed import IndexedDatasetWriter
-from pipeline_lib.data.textio import decode_block, line_blocks, read_lines
+from pipeline_lib.data.textio import decode_block, line_blocks, read_lines, scan_lines
 from pipeline_lib.errors import InputError
 
 CONTENTS = {
@@ -42,6 +42,15 @@ def test_blocks_decode_to_exactly_the_lines_read_lines_yields(tmp_path: Path, na
     assert starts == list(range(1, len(decoded) + 1, per_block))
 
 
+@pytest.mark.parametrize("name", CONTENTS)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_scan_file_counts_what_scan_lines_counts(tmp_path: Path, name: str, workers: int):
+    path = tmp_path / "f.txt"
+    path.write_bytes(CONTENTS[name])
+    for per_block in (1, 2, 1000):
+        assert scan_file(path, workers, chunk_size=per_block) == scan_lines(path)
+
+
 BAD = {
     "invalid UTF-8": "ok\n\u00e9t\u00e9\nfine\n".encode() + b"bad \xe8 here\nlast\n",
     "NUL byte": "ok\n\u00e9t\u00e9\nfine\nbad \0 here\nlast\n".encode(),
@@ -65,6 +74,9 @@ def test_a_bad_byte_gives_read_lines_error_from_any_block_and_worker(tmp_path: P
     for per_block in (1, 2, 3, 100):
         with pytest.raises(InputError) as exc:
             list(map_line_blocks(_lines, path, workers=workers, chunk_size=per_block))
+        assert str(exc.value) == expected
+        with pytest.raises(InputError) as exc:
+            scan_file(path, workers, chunk_size=per_block)
         assert str(exc.value) == expected
 
 

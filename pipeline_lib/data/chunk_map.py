@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline_lib.data.textio import decode_block, line_blocks
+from pipeline_lib.data.textio import BOM, decode_block, line_blocks
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -65,6 +65,24 @@ def map_line_blocks(
     main process, the serial part of a stage, does no per-line work."""
     tasks = ((fn, path, lineno, block) for lineno, block in line_blocks(path, chunk_size))
     return _map_ordered(_on_decoded_block, tasks, workers, initializer, initargs)
+
+
+def scan_file(path: Path, workers: int, chunk_size: int = 20_000) -> tuple[int, int, bool]:
+    """:func:`~pipeline_lib.data.textio.scan_lines` (lines, CRLF lines, a leading byte-order mark;
+    the same validation and errors), with the decoding in the workers."""
+    tasks = ((path, lineno, block) for lineno, block in line_blocks(path, chunk_size))
+    lines = crlf = 0
+    bom = False
+    for n, n_crlf, block_bom in _map_ordered(_scan_block, tasks, workers, None, ()):
+        lines, crlf, bom = lines + n, crlf + n_crlf, bom or block_bom
+    return lines, crlf, bom
+
+
+def _scan_block(path: Path, lineno: int, block: bytes) -> tuple[int, int, bool]:
+    n = len(decode_block(path, lineno, block))
+    # "\r\n" only ends a line; a last line without "\n" counts if it ends in "\r", as scan_lines has it
+    crlf = block.count(b"\r\n") + (not block.endswith(b"\n") and block.endswith(b"\r"))
+    return n, crlf, lineno == 1 and block.startswith(BOM.encode("utf-8"))
 
 
 def _on_decoded_block(fn: Callable[[list[str]], R], path: Path, lineno: int, block: bytes) -> R:

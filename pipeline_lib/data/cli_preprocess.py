@@ -39,8 +39,8 @@ from tqdm import tqdm
 
 from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data import moses
-from pipeline_lib.data.chunk_map import default_workers, map_chunks
-from pipeline_lib.data.textio import read_lines, read_parallel, scan_lines
+from pipeline_lib.data.chunk_map import default_workers, map_chunks, scan_file
+from pipeline_lib.data.textio import read_lines, read_parallel
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -160,8 +160,12 @@ def run(args: argparse.Namespace) -> int:
         mono = in_dir / f"mono.{lang}"
         if mono.exists():
             plan.append(_Split("mono", [mono]))
+    scanned: dict[Path, tuple[int, int, bool]] = {}  # a valid split drawn from train reads the same files
     for sp in plan:
-        scans = [scan_lines(f) for f in sp.files]  # bad input fails here, before any work
+        for f in sp.files:  # bad input fails here, before any work
+            if f not in scanned:
+                scanned[f] = scan_file(f, args.workers)
+        scans = [scanned[f] for f in sp.files]
         counts = [lines for lines, _, _ in scans]
         sp.crlf = sum(crlf for _, crlf, _ in scans)  # type: ignore[attr-defined]
         sp.bom = sum(bom for _, _, bom in scans)  # type: ignore[attr-defined]
