@@ -67,7 +67,7 @@ def map_line_blocks(
     return _map_ordered(_on_decoded_block, tasks, workers, initializer, initargs)
 
 
-def scan_file(path: Path, workers: int, chunk_size: int = 20_000) -> tuple[int, int, bool]:
+def scan_file(path: Path, workers: int, chunk_size: int = 2_000) -> tuple[int, int, bool]:
     """:func:`~pipeline_lib.data.textio.scan_lines` (lines, CRLF lines, a leading byte-order mark;
     the same validation and errors), with the decoding in the workers."""
     tasks = ((path, lineno, block) for lineno, block in line_blocks(path, chunk_size))

@@ -142,7 +142,7 @@ def _validate(files: list[Path], workers: int) -> None:
     """Fail with a file:line error on invalid UTF-8 or a NUL byte before the learner reads the text.
     The workers decode; the main process only cuts the files into blocks."""
     for path in files:
-        for _ in map_line_blocks(len, path, workers=workers, chunk_size=20_000):
+        for _ in map_line_blocks(len, path, workers=workers, chunk_size=2_000):
             pass
 
 
