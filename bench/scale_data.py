@@ -252,7 +252,12 @@ def _growth_table(results: list[dict], sizes: list[int], workers: int) -> dict:
 
 
 def summarize(
-    results: list[dict], workers: int, target: int, node_cores: int, target_types: int | None = None
+    results: list[dict],
+    workers: int,
+    target: int,
+    node_cores: int,
+    target_types: int | None = None,
+    merge_exponent: float | None = None,
 ) -> dict:
     sizes = [r["pairs"] for r in results]
     if "learn-bpe" not in results[0]["stages"]:  # --stages without it: the growth table only
@@ -261,12 +266,16 @@ def summarize(
     type_growth, _ = fit_power(sizes, types)
     predicted_types = types[-1] * (target / sizes[-1]) ** type_growth
     merge_on_types, _ = fit_power(types, [r["stages"]["learn-bpe"]["phases"]["merge"] for r in results])
+    fitted_merge = merge_on_types
+    if merge_exponent is not None:
+        merge_on_types = merge_exponent
     types_there = target_types or predicted_types
     print(
         f"\nword types (both sides): {', '.join(f'{t:,}' for t in types)} ~ N^{type_growth:.2f}; at {target:,} "
         f"pairs {predicted_types:,.0f} by that fit"
         + (f", {target_types:,} as given" if target_types else "")
-        + f"; the merge loop grows as types^{merge_on_types:.2f}"
+        + f"; the merge loop grows as types^{fitted_merge:.2f}"
+        + (f" (extrapolated as types^{merge_exponent:.2f}, as given)" if merge_exponent is not None else "")
     )
     summary = _growth_table(results, sizes, workers)
 
@@ -329,6 +338,12 @@ def main() -> int:
         help="word types of the real corpus (both sides), for learn-bpe's merge loop (default: fitted)",
     )
     p.add_argument(
+        "--merge-exponent",
+        type=float,
+        default=None,
+        help="extrapolate learn-bpe's merge loop as types^E (default: the fitted E; 1.0 is the linear bound)",
+    )
+    p.add_argument(
         "--stages", default=None, help="only these stages, comma-separated and in order (e.g. preprocess)"
     )
     p.add_argument(
@@ -343,7 +358,14 @@ def main() -> int:
     if args.from_json:
         earlier = json.loads(args.from_json.read_text())
         workers = earlier["sizes"][0]["workers"]
-        summarize(earlier["sizes"], workers, args.target_pairs, args.node_cores, args.target_types)
+        summarize(
+            earlier["sizes"],
+            workers,
+            args.target_pairs,
+            args.node_cores,
+            args.target_types,
+            args.merge_exponent,
+        )
         return 0
     sizes = sorted(parse_size(s) for s in args.sizes.split(","))
     only = args.stages.split(",") if args.stages else None
@@ -360,7 +382,9 @@ def main() -> int:
             types = f", {r['word_types']:,} word types (both sides)" if r["word_types"] >= 0 else ""
             print(f"  {pairs:,} pairs: {r['kept_pairs']:,} kept after cleaning{types}, corpus generated "
                   f"in {r['generate_s']:.0f} s", flush=True)  # fmt: skip
-    summary = summarize(results, args.workers, args.target_pairs, args.node_cores, args.target_types)
+    summary = summarize(
+        results, args.workers, args.target_pairs, args.node_cores, args.target_types, args.merge_exponent
+    )
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                          "sizes": results, "summary": summary}, indent=2) + "\n")  # fmt: skip

@@ -4,6 +4,10 @@ Lines are grouped in chunks and chunks go to a ``multiprocessing`` pool. Results
 input order and at most ``2 * workers`` chunks are in flight (``Pool.imap`` would read the
 whole input ahead into its queue), so a 36M-line corpus streams through in bounded memory.
 A single worker runs in-process (no pickling cost, easy debugging).
+
+For a file, :func:`map_line_blocks` (and :func:`scan_file`) send the workers raw blocks of lines to
+decode and validate: the main process, which is the serial part of a stage, then only cuts the file.
+Decoding there cost binarize's main process more than the workers' whole encoding did.
 """
 
 from __future__ import annotations
