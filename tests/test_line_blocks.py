@@ -12,7 +12,7 @@ import pytest
 from pipeline_lib.cli import main
 from pipeline_lib.data.chunk_map import map_line_blocks, scan_file
 from pipeline_lib.data.indexed import IndexedDatasetWriter
-from pipeline_lib.data.textio import decode_block, line_blocks, read_lines, scan_lines
+from pipeline_lib.data.textio import BOM, decode_block, decode_line, line_blocks, read_lines
 from pipeline_lib.errors import InputError
 
 CONTENTS = {
@@ -42,13 +42,26 @@ def test_blocks_decode_to_exactly_the_lines_read_lines_yields(tmp_path: Path, na
     assert starts == list(range(1, len(decoded) + 1, per_block))
 
 
+def _scan_line_by_line(path: Path) -> tuple[int, int, bool]:
+    """What preprocess counted before scan_file: one raw line at a time, in one process."""
+    lines = crlf = 0
+    bom = False
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            decode_line(path, lineno, raw)
+            bom = bom or (lineno == 1 and raw.startswith(BOM.encode("utf-8")))
+            lines += 1
+            crlf += raw.endswith(b"\r\n") or raw.endswith(b"\r")
+    return lines, crlf, bom
+
+
 @pytest.mark.parametrize("name", CONTENTS)
 @pytest.mark.parametrize("workers", [1, 2])
-def test_scan_file_counts_what_scan_lines_counts(tmp_path: Path, name: str, workers: int):
+def test_scan_file_counts_what_a_line_by_line_scan_counts(tmp_path: Path, name: str, workers: int):
     path = tmp_path / "f.txt"
     path.write_bytes(CONTENTS[name])
     for per_block in (1, 2, 1000):
-        assert scan_file(path, workers, chunk_size=per_block) == scan_lines(path)
+        assert scan_file(path, workers, chunk_size=per_block) == _scan_line_by_line(path)
 
 
 BAD = {

@@ -72,8 +72,9 @@ def map_line_blocks(
 
 
 def scan_file(path: Path, workers: int, chunk_size: int = 2_000) -> tuple[int, int, bool]:
-    """:func:`~pipeline_lib.data.textio.scan_lines` (lines, CRLF lines, a leading byte-order mark;
-    the same validation and errors), with the decoding in the workers."""
+    """(lines, lines that ended in CRLF or a lone CR, whether the file starts with a byte-order mark),
+    validating every line with :func:`~pipeline_lib.data.textio.read_lines`' errors; the decoding is
+    in the workers."""
     tasks = ((path, lineno, block) for lineno, block in line_blocks(path, chunk_size))
     lines = crlf = 0
     bom = False
@@ -84,7 +85,7 @@ def scan_file(path: Path, workers: int, chunk_size: int = 2_000) -> tuple[int, i
 
 def _scan_block(path: Path, lineno: int, block: bytes) -> tuple[int, int, bool]:
     n = len(decode_block(path, lineno, block))
-    # "\r\n" only ends a line; a last line without "\n" counts if it ends in "\r", as scan_lines has it
+    # "\r\n" only ends a line; a last line without "\n" counts if it ends in "\r"
     crlf = block.count(b"\r\n") + (not block.endswith(b"\n") and block.endswith(b"\r"))
     return n, crlf, lineno == 1 and block.startswith(BOM.encode("utf-8"))
 

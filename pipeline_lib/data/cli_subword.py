@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.chunk_map import default_workers, map_line_blocks
+from pipeline_lib.data.chunk_map import default_workers, scan_file
 from pipeline_lib.data.line_sample import write_sample
 from pipeline_lib.data.subword import MODEL_META, load_model_meta, segment_file
 from pipeline_lib.errors import ConfigError, InputError
@@ -142,8 +142,7 @@ def _validate(files: list[Path], workers: int) -> None:
     """Fail with a file:line error on invalid UTF-8 or a NUL byte before the learner reads the text.
     The workers decode; the main process only cuts the files into blocks."""
     for path in files:
-        for _ in map_line_blocks(len, path, workers=workers, chunk_size=2_000):
-            pass
+        scan_file(path, workers)
 
 
 def _word_counts(path: Path, workers: int) -> Counter[str]:

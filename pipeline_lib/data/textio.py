@@ -33,7 +33,7 @@ def decode_line(path: Path, lineno: int, raw: bytes) -> str:
             f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
         ) from None
     if lineno == 1 and line.startswith(BOM):
-        line = line[1:]  # a byte-order mark is not content (scan_lines counts it)
+        line = line[1:]  # a byte-order mark is not content (chunk_map.scan_file counts it)
     # Only "\n" separates sentences; a stray "\r" (CRLF files) is not content.
     return line.rstrip("\n").rstrip("\r")
 
@@ -84,23 +84,6 @@ def read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
     with path.open("rb") as f:
         for lineno, raw in enumerate(f, 1):
             yield decode_line(path, lineno, raw)
-
-
-def scan_lines(path: str | os.PathLike[str]) -> tuple[int, int, bool]:
-    """(lines, lines that ended in CRLF, whether the file started with a byte-order mark), validating
-    every line as :func:`read_lines` does."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: file not found")
-    lines = crlf = 0
-    bom = False
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            decode_line(path, lineno, raw)
-            bom = bom or (lineno == 1 and raw.startswith(BOM.encode("utf-8")))
-            lines += 1
-            crlf += raw.endswith(b"\r\n") or raw.endswith(b"\r")
-    return lines, crlf, bom
 
 
 def count_lines(path: str | os.PathLike[str]) -> int:
