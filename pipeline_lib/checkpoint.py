@@ -8,6 +8,11 @@ A checkpoint is a ``torch.save`` dict (readable with ``torch.load(weights_only=T
 ``iterator`` ({"epoch", "batch_index"}: the next batch to train), ``admin_profile`` (dict or None),
 ``status`` ("ok"), and ``checksum``: a CRC32 over every tensor's bytes.
 
+``rng`` is dead weight, to be dropped from what the trainer writes: training draws every random
+number from (seed, update, rank, micro-batch) and (seed, epoch), so restoring a saved RNG state
+changes nothing (tests/test_train_resume_rng.py resumes bit-identically with a scrambled one).
+No reader needs it; older checkpoints that carry it still load.
+
 File names in a save dir: ``checkpoint_last.pt`` (the newest state), ``checkpoint{E}.pt`` (the end of
 epoch E) and ``checkpoint_{E}_{U}.pt`` (update U, during epoch E).
 

@@ -60,7 +60,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--split", help="a split of the binarized data directory (e.g. test)")
     io.add_argument("--data-dir", default=None, help="binarized directory (default: the checkpoint's)")
     io.add_argument("--source-lang", default=None, help="for --split (default: the checkpoint's)")
-    io.add_argument("--target-lang", default=None, help="language for Moses detokenization (default: data's)")
+    io.add_argument(
+        "--target-lang",
+        default=None,
+        help="language for Moses detokenization (default: the checkpoint's target language)",
+    )
     io.add_argument("--output", required=True, help="plain text: subwords removed, detokenized ('-': stdout)")
     io.add_argument("--output-subword", default=None, help="also write the raw subword hypotheses")
     io.add_argument("--output-generate", default=None, help="also write fairseq-generate S/T/H/D/P lines")
@@ -110,6 +114,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "of >= 256 sentences x beam, where it was measured faster)",
     )
     r.add_argument("--no-progress", action="store_true")
+
+
+def target_language(flag: str | None, checkpoint_data: dict, data_meta: dict) -> str | None:
+    """The language hypotheses are detokenized in: ``--target-lang``, else the target language the
+    checkpoint was trained on, else the data directory's. Never a source language: the Snakemake
+    rules always pass --target-lang, so only a hand-run ``translate`` relies on this default."""
+    return flag or checkpoint_data.get("tgt_lang") or data_meta.get("tgt_lang")
 
 
 def _search_config(args: argparse.Namespace) -> SearchConfig:
@@ -165,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
             f"{model.config.tgt_vocab_size}"
         )
     data = meta.get("data") or {}
-    tgt_lang = args.target_lang or data.get("tgt_lang") or info.meta.get("tgt_lang")
+    tgt_lang = target_language(args.target_lang, data, info.meta)
     max_pos = model.config.max_positions
     if args.shard or args.buffer_lines:
         total, chunks = iter_text_sources(
