@@ -4,14 +4,13 @@ and rotation of a training directory's checkpoints. Shared by train, average and
 A checkpoint is a ``torch.save`` dict (readable with ``torch.load(weights_only=True)``) with keys:
 ``format`` ("deepnmt-checkpoint/1"), ``model_config`` (ModelConfig.to_dict()), ``model`` (state_dict),
 ``vocab_sha256``, ``data`` ({"bin_dir", "src_lang", "tgt_lang"}), ``train_config`` (dict),
-``num_updates``, ``epoch``, ``optimizer``, ``scheduler``, ``scaler``, ``rng`` (python/numpy/torch/cuda),
+``num_updates``, ``epoch``, ``optimizer``, ``scheduler``, ``scaler``,
 ``iterator`` ({"epoch", "batch_index"}: the next batch to train), ``admin_profile`` (dict or None),
 ``status`` ("ok"), and ``checksum``: a CRC32 over every tensor's bytes.
 
-``rng`` is dead weight, to be dropped from what the trainer writes: training draws every random
-number from (seed, update, rank, micro-batch) and (seed, epoch), so restoring a saved RNG state
-changes nothing (tests/test_train_resume_rng.py resumes bit-identically with a scrambled one).
-No reader needs it; older checkpoints that carry it still load.
+No RNG state: training draws every random number from (seed, update, rank, micro-batch) and
+(seed, epoch), so a restored state would change nothing (tests/test_train_resume_rng.py). Older
+checkpoints that carry an ``rng`` key still load; nothing reads it.
 
 File names in a save dir: ``checkpoint_last.pt`` (the newest state), ``checkpoint{E}.pt`` (the end of
 epoch E) and ``checkpoint_{E}_{U}.pt`` (update U, during epoch E).

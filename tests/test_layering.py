@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline_lib"
 
 # Shared leaf modules any layer may use (the residual registry is names and labels, no torch).
-SHARED = {"errors", "atomic", "dataclass_cli", "letters", "thread_local", "model.registry"}
+SHARED = {"errors", "atomic", "digest", "dataclass_cli", "letters", "thread_local", "model.registry"}
 # Modules counted on their own rather than as part of their package.
 SUBMODULES = {"model.registry", "cpu.threads", "cpu.allocator", "cpu.onednn", "cpu.weight_grad_sharing"}
 # The CPU fast path plugs into the model from outside: the model imports nothing from cpu/.

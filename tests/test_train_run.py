@@ -49,7 +49,7 @@ def test_loss_falls_and_outputs(bin_dir: Path, tmp_path: Path) -> None:
     )
     ckpt = load_checkpoint(save / "checkpoint8.pt")
     assert ckpt["iterator"] == {"epoch": 9, "batch_index": 0} and ckpt["epoch"] == 8
-    assert ckpt["vocab_sha256"] and set(ckpt["rng"]) >= {"python", "numpy", "torch"}
+    assert ckpt["vocab_sha256"] and "rng" not in ckpt
     model, meta = load_model(save / "checkpoint_last.pt")
     assert not model.training and "optimizer" not in meta
     # Re-running a finished command resumes, finds nothing to do, and keeps the result.

@@ -60,6 +60,8 @@ def expected_counts(cfg: dict) -> Counter:
     n_sig += "significance" in tables
     used_bt = {e["backtranslation"] for e in exps.values() if e.get("backtranslation")}
     real = [d for d in datasets.values()]
+    split = cfg.get("evaluation", {}).get("split", "test")
+    tested = {e["dataset"] for e in exps.values()} if split == "test" else set()
     counts = Counter(
         {
             "prepare_demo": sum(d["source"] == "demo" for d in real),
@@ -71,6 +73,10 @@ def expected_counts(cfg: dict) -> Counter:
             "learn_bpe": len(real),
             "apply_bpe": len(real),
             "binarize": len(real) + len(used_bt),
+            # the test split apart: per evaluated dataset, and binarized once per vocabulary it is read with
+            "preprocess_test": len(tested),
+            "apply_bpe_test": len(tested),
+            "binarize_test": len({e.get("backtranslation") or e["dataset"] for e in exps.values()}),
             "translate_backtranslation": sum(
                 cfg.get("backtranslation", {})[bt].get("shards", 1) for bt in used_bt
             ),

@@ -68,7 +68,8 @@ def test_mix_upsamples_tags_and_drops_empty(tmp_path: Path):
     tgt = (out / "train.fr").read_text().splitlines()
     assert src == ["etrain0", "etrain1", "etrain2"] * 2 + ["<BT> s1 s@@ x", "<BT> s3"]
     assert tgt == ["ftrain0", "ftrain1", "ftrain2"] * 2 + ["m1", "m3"]
-    assert (out / "test.fr").read_text() == "ftest0\n" and (out / "codes").is_file()
+    assert (out / "valid.fr").read_text() == "fvalid0\n" and (out / "codes").is_file()
+    assert not (out / "test.fr").exists()  # test is binarized apart, from the real dataset's bpe-test/
     meta = json.loads((out / "meta.json").read_text())
     assert (
         meta["backtranslation"]["synthetic_pairs"] == 2

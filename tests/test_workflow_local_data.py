@@ -1,5 +1,6 @@
 """A local corpus: every split file is an input of the rule that reads it, so editing the test
-reference reruns preprocessing (and everything after it) instead of scoring against a stale copy."""
+reference reruns the test split's preprocessing (and what follows it) instead of scoring against a
+stale copy, and leaves the training side alone."""
 
 from __future__ import annotations
 
@@ -25,13 +26,13 @@ def snakemake(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def test_editing_a_local_test_file_reruns_preprocess(tmp_path: Path):
+def test_editing_a_local_test_file_reruns_the_test_preprocess(tmp_path: Path):
     data = tmp_path / "corpus"
     shutil.copytree(TINY, data)
     cfg = yaml.safe_load((REPO / "tests" / "data" / "config.tiny.yaml").read_text())
     cfg["datasets"]["tiny"]["path"] = str(data)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    target = "work/data/tiny/tok/meta.json"
+    target = "work/data/tiny/tok-test/meta.json"
     done = snakemake(tmp_path, target)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     again = snakemake(tmp_path, "-n", target)
@@ -43,4 +44,6 @@ def test_editing_a_local_test_file_reruns_preprocess(tmp_path: Path):
     os.utime(ref, (stamp, stamp))
     planned = snakemake(tmp_path, "-n", target)
     out = planned.stdout + planned.stderr
-    assert planned.returncode == 0 and "rule preprocess" in out and "test.fr" in out, out[-3000:]
+    assert planned.returncode == 0 and "rule preprocess_test" in out and "test.fr" in out, out[-3000:]
+    train_side = snakemake(tmp_path, "-n", "work/data/tiny/tok/meta.json")
+    assert "rule preprocess:" not in train_side.stdout + train_side.stderr

@@ -53,6 +53,7 @@ def test_schema_names_an_unknown_key_and_fills_defaults():
     validate_config(cfg, SCHEMA)
     assert cfg["evaluation"] == {
         "split": "test", "decoding": "default", "bootstrap_samples": 1000, "bootstrap_seed": 12345, "alpha": 0.05,
+        "translation_floor": 1.0, "paper_tolerance": 0.5,
     }  # fmt: skip
     assert cfg["datasets"]["bible_enfr"]["compound_split"] is False
 
@@ -299,7 +300,7 @@ def test_smoke_shrinks_sizes_and_keeps_the_dag():
 def test_news_crawl_recipe_is_a_download_job_and_checked_against_the_dataset():
     plan = plan_of(ENFR)
     assert plan.mono_dataset_names("download") == ["wmt14_en_fr"] and plan.mono_dataset_names("copy") == []
-    args = shlex.split(Commands(plan).download_mono("wmt14_en_fr", "work/x/mono.fr"))
+    args = shlex.split(Commands(plan).download_mono("wmt14_en_fr"))
     assert args[:2] == ["--mono-recipe", "news-crawl-fr"] and "--max-lines" in args
     wrong = copy.deepcopy(ENFR)
     wrong["datasets"]["wmt14_en_fr"]["mono"] = {"recipe": "news-crawl-de"}
@@ -315,7 +316,7 @@ def test_news_crawl_recipe_is_a_download_job_and_checked_against_the_dataset():
 def test_mirror_reaches_every_download_command():
     cfg = {**ENFR, "download": {"mirror": "http://127.0.0.1:8/m", "checksums": "/x/SHA256SUMS"}}
     cmd = Commands(plan_of(cfg))
-    for line in (cmd.download("wmt14_en_fr", "m.json"), cmd.download_mono("wmt14_en_fr", "o")):
+    for line in (cmd.download("wmt14_en_fr"), cmd.download_mono("wmt14_en_fr")):
         assert "--mirror http://127.0.0.1:8/m --checksums /x/SHA256SUMS" in line
     bad = {**ENFR, "download": {"mirror": "ftp://x"}}
     with pytest.raises(ConfigError, match=r"download\.mirror"):

@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--tag must be one non-empty token, got {args.tag!r}")
     real = args.real_dir
     langs = (args.src, args.tgt)
-    needed = [real / f"{s}.{lang}" for s in ("train", "valid", "test") for lang in langs]
+    # The test split is binarized apart (binarize_test), from the real dataset's bpe-test/.
+    needed = [real / f"{s}.{lang}" for s in ("train", "valid") for lang in langs]
     needed += [*args.synthetic_src, args.mono_tgt, real / "meta.json"]
     for path in needed:
         if not path.is_file():
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             out_src.close()
             out_tgt.close()
-        for split in ("valid", "test"):
+        for split in ("valid",):
             for lang in langs:
                 shutil.copyfile(real / f"{split}.{lang}", group.tmp_for(args.out_dir / f"{split}.{lang}"))
         model = meta.get("model")

@@ -25,6 +25,7 @@ in as ``subword/`` so decoding needs nothing outside this directory.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import shutil
@@ -39,6 +40,7 @@ from pipeline_lib.data.chunk_map import default_workers, map_line_blocks
 from pipeline_lib.data.indexed import IndexedDatasetWriter, split_prefix
 from pipeline_lib.data.textio import count_lines
 from pipeline_lib.data.vocab import Vocabulary
+from pipeline_lib.digest import file_digest
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -170,8 +172,11 @@ def run(args: argparse.Namespace) -> int:
                         bar.update(len(lengths))
                     ntok = w.num_tokens
                 bar.close()
+                digest = hashlib.sha256()
                 for suffix in (".ids.npy", ".offsets.npy"):
+                    digest.update(file_digest(Path(tmp_prefix + suffix)).encode())
                     Path(tmp_prefix + suffix).replace(group.tmp_for(prefix + suffix))
+                st[f"{lang}_sha256"] = digest.hexdigest()
                 st[f"{lang}_tokens"] = ntok
                 st[f"{lang}_unk"] = unk
                 st[f"{lang}_unk_rate"] = unk / ntok if ntok else 0.0

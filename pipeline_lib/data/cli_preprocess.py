@@ -71,7 +71,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", required=True, type=Path, help="output directory (tokenized text)")
     p.add_argument("--src", required=True, help="source language code (en)")
     p.add_argument("--tgt", required=True, help="target language code (fr)")
-    p.add_argument("--splits", nargs="+", default=["train", "valid", "test"])
+    p.add_argument(
+        "--splits",
+        nargs="+",
+        default=["train", "valid", "test", "mono"],
+        help="splits to process (mono: mono.{lang} files, where present)",
+    )
     p.add_argument(
         "--clean-splits", nargs="*", default=["train", "valid"], help="splits filtered by clean-corpus-n"
     )
@@ -146,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
     # -- plan and validate every input before writing anything -----------------------------
     plan: list[_Split] = []
     for split in args.splits:
+        if split == "mono":
+            continue
         files = [in_dir / f"{split}.{lang}" for lang in langs]
         if split == "valid" and args.valid_every and not files[0].exists():
             train = [in_dir / f"train.{lang}" for lang in langs]
@@ -156,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             plan.append(_Split("train", files, args.valid_every, take=False, limit=limit))
             continue
         plan.append(_Split(split, files, limit=limit))
-    for lang in langs:
+    for lang in langs if "mono" in args.splits else ():
         mono = in_dir / f"mono.{lang}"
         if mono.exists():
             plan.append(_Split("mono", [mono]))

@@ -17,6 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shlex
+from collections.abc import Iterable
 
 from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import ConfigError
@@ -25,11 +28,25 @@ from pipeline_lib.report.inputs import read_spec
 log = logging.getLogger(__name__)
 
 
+def configfile_flags(configfiles: Iterable[str | os.PathLike[str]]) -> str:
+    """`` --configfiles a.yaml`` for the report_spec rule: the files given on the command line
+    (Snakemake's ``workflow.overwrite_configfiles``, absolute paths) relative to the working directory,
+    as the user typed them; empty for the default config."""
+    files = [os.path.relpath(f) for f in configfiles]
+    return (" --configfiles " + " ".join(shlex.quote(f) for f in files)) if files else ""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     spec = p.add_mutually_exclusive_group(required=True)
     spec.add_argument("--spec", help="report spec JSON (results/report_spec.json)")
     spec.add_argument("--spec-json", help="the spec itself, as JSON text (the workflow's report_spec rule)")
     p.add_argument("--write-spec", help="write the spec (indented, sorted keys) to this file")
+    p.add_argument(
+        "--configfiles",
+        nargs="+",
+        default=[],
+        help="with --write-spec: the --configfile(s) the workflow was given, for the tables' rerun hint",
+    )
     p.add_argument("--tables", help="write the markdown tables here")
     p.add_argument("--learning-curves", help="write the train/dev perplexity plot (PNG) here")
     p.add_argument("--stability-map", help="write the stability heatmap (PNG) here")
@@ -45,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
             spec = json.loads(args.spec_json)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--spec-json: not valid JSON ({exc.msg})") from None
+        if args.configfiles:
+            spec["configfiles"] = args.configfiles
         write_text(args.write_spec, json.dumps(spec, indent=2, sort_keys=True) + "\n")
         print(f"wrote {args.write_spec}")
         return 0

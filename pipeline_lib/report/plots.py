@@ -20,7 +20,7 @@ from pipeline_lib.report.inputs import (  # noqa: E402
     read_json,
     read_train_log,
 )
-from pipeline_lib.report.tables import model_label  # noqa: E402
+from pipeline_lib.report.labels import model_label  # noqa: E402
 
 
 def save_figure(fig: Any, path: str) -> None:

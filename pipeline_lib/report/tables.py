@@ -6,19 +6,28 @@
   #param and updates trained, the configured metrics, Δ against the comparison's baseline.
 * Table 3: the pairwise paired-bootstrap matrix (+ / - / =).
 
-A run whose training diverged shows "diverged" instead of numbers. † marks a system whose sacreBLEU
-differs significantly from the table's baseline (paired bootstrap, p < alpha); the p-values and every
-metric's sacreBLEU-style signature are listed under each table.
+A run whose training diverged shows "diverged" instead of numbers. † marks a system whose score on
+the table's tested metric (its ``metric``: sacreBLEU unless set) differs significantly from the
+table's baseline (paired bootstrap, p < alpha), on that metric's column; the p-values and every
+metric's sacreBLEU-style signature are listed under each table. A system below the translation floor
+(``evaluation.translation_floor``, BLEU 1.0) gets no mark and no claim; a table where no system
+reaches it leads with dev perplexity. Each table states its decoding (beam, lenpen), and, where the
+config gives the paper's numbers (``tables.<table>.paper``), shows them beside ours.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from pipeline_lib.diverged import CLAUSE_WORDS
 from pipeline_lib.letters import system_letters
 from pipeline_lib.model.registry import residual_label
+from pipeline_lib.report import decoding
 from pipeline_lib.report.inputs import Run, load_run, read_json
+from pipeline_lib.report.labels import model_label
+from pipeline_lib.report.marks import DAGGER, DEFAULT_FLOOR, Floor, Significance, table_metric
+from pipeline_lib.report.paper import DEFAULT_TOLERANCE, PaperColumns
 
 METRIC_HEADERS = {
     "tok_bleu": "BLEU↑",
@@ -28,18 +37,7 @@ METRIC_HEADERS = {
     "chrf": "chrF2↑",
 }
 LOWER_IS_BETTER = {"ter"}
-DAGGER = "†"
-
-
-def model_label(run: Run) -> str:
-    info = run.info
-    if info.get("label") and info["label"] != run.name:
-        return info["label"]
-    depth = f"{info['encoder_layers']}L-{info['decoder_layers']}L"
-    width = f"-{info['width']}" if info.get("width") and info["width"][0].isdigit() else ""
-    init = " Lipschitz" if info.get("init") == "lipschitz" else ""
-    bt = " + BT" if info.get("backtranslation") else ""
-    return f"{depth}{width} {residual_label(info['residual'])}{init}{bt}"
+__all__ = ["DAGGER", "Significance", "model_label", "render", "render_comparison", "render_table1"]
 
 
 def fmt(value: float | None, decimals: int = 1) -> str:
@@ -60,70 +58,6 @@ def fmt_updates(run: Run) -> str:
     """Updates trained (for a diverged run: the update it stopped at), so budgets are visible."""
     update = run.status.get("update")
     return "–" if update is None else f"{int(update):,}"
-
-
-def bleu_metric(runs: list[Run], configured: str | None = None) -> str:
-    """The table's configured metric; otherwise tokenized BLEU (the paper's Table 1) where computed."""
-    if configured in ("bleu", "tok_bleu"):
-        return configured
-    if any(r.metric("tok_bleu") is not None for r in runs):
-        return "tok_bleu"
-    return "bleu"
-
-
-class Significance:
-    """vs-baseline results of one significance JSON for one metric (the table's), by system name."""
-
-    def __init__(self, path: str | None, metric: str = "bleu") -> None:
-        self.metric = metric
-        self.rows: dict[str, dict[str, Any]] = {}
-        self.data: dict[str, Any] | None = None
-        self.diverged_baseline: str | None = None  # label of a diverged baseline: no marks at all
-        if path is None:
-            return
-        self.data = read_json(path)
-        block = self.data.get("vs_baseline", {}).get(metric)
-        if block:
-            for row in block["systems"]:
-                self.rows[row["name"]] = row
-
-    def against(self, base: Run) -> Significance:
-        """No marks against a diverged baseline: its placeholder output is not a system."""
-        if not base.diverged:
-            return self
-        empty = Significance(None, self.metric)
-        empty.diverged_baseline = model_label(base)
-        return empty
-
-    def mark(self, name: str) -> str:
-        row = self.rows.get(name)
-        return DAGGER if row is not None and row.get("significant") else ""
-
-    def note(self, runs: list[Run], baseline: str) -> str | None:
-        if self.diverged_baseline is not None:
-            return f"No significance marks: the baseline {self.diverged_baseline} diverged."
-        if self.data is None:
-            return None
-        alpha = self.data.get("alpha", 0.05)
-        parts = []
-        for run in runs:
-            row = self.rows.get(run.name)
-            if row is None or run.diverged:
-                continue
-            direction = "better" if row.get("better") else "worse"
-            sig = "significant" if row.get("significant") else "not significant"
-            parts.append(f"{model_label(run)}: p = {row['p_value']:.4f} ({direction}, {sig})")
-        if not parts:
-            return None
-        return (
-            f"{DAGGER} {METRIC_NAMES[self.metric]} significantly different from {baseline} (paired bootstrap, "
-            f"{self.data.get('n_samples')} resamples, seed {self.data.get('seed')}, p < {alpha}). "
-            + "; ".join(parts)
-            + "."
-        )
-
-
-METRIC_NAMES = {"bleu": "sacreBLEU", "tok_bleu": "tokenized BLEU", "chrf": "chrF2", "ter": "TER"}
 
 
 def _row(cells: list[str]) -> str:
@@ -191,14 +125,49 @@ def _delta(run: Run, base: Run, metric: str) -> str:
     return f"{a - b:+.1f}"
 
 
+def table_settings(spec: dict[str, Any] | None) -> tuple[float, float]:
+    """(translation floor, paper tolerance) of the report (config ``evaluation``), or the defaults."""
+    spec = spec or {}
+    return spec.get("translation_floor", DEFAULT_FLOOR), spec.get("paper_tolerance", DEFAULT_TOLERANCE)
+
+
+def _footnotes(rows: list[Run], base: Run, sig: Significance, paper: PaperColumns) -> list[str]:
+    """What stands under every table: decoding, significance, paper, divergences."""
+    lines = []
+    dec = decoding.note(rows)
+    if dec:
+        lines += ["", dec]
+    note = sig.note(rows, model_label(base))
+    if note:
+        lines += ["", note]
+    paper_notes = paper.notes(rows)
+    if paper_notes:
+        lines += ["", *paper_notes]
+    lines += ["", *_diverged_notes(rows)] if any(r.diverged for r in rows) else []
+    return lines
+
+
+def lead_with_perplexity(rows: list[Run], floor: Floor) -> list[str]:
+    """Above a table where no system translates: say so, and give the measure that does apply (dev
+    perplexity, best first) before any BLEU column is read. The table's columns stay as they are."""
+    if not floor.all_below(rows):
+        return []
+    ppl = sorted((p, model_label(r), r.diverged) for r in rows for p in [dev_perplexity(r)] if p is not None)
+    ranked = ", ".join(f"{label} {p:.0f}" + (" (diverged)" if div else "") for p, label, div in ppl)
+    return [floor.lead_note() + (f" Dev perplexity, best first: {ranked}." if ranked else ""), ""]
+
+
 def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance) -> list[str]:
     t1 = spec["tables"]["table1"]
     base = runs[t1["baseline"]]
-    sig = sig.against(base)
     names = list(dict.fromkeys([t1["baseline"], *t1["rows"]]))
     rows = [runs[n] for n in names]
-    bleu = bleu_metric(rows, t1.get("metric"))
+    floor_value, tolerance = table_settings(spec)
+    bleu = table_metric(t1)  # the tested metric is the BLEU column, and the column that carries †
+    floor = Floor(floor_value, bleu)
+    sig = sig.against(base, rows, floor)
     other = "bleu" if bleu == "tok_bleu" else "tok_bleu"  # the other BLEU in the last column
+    paper = PaperColumns(t1.get("paper"), bleu, tolerance)
     title = t1.get("title", "Table 1")
     lines = [f"## {title}", ""]
     header = [
@@ -210,9 +179,15 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
         "Δ",
         "sacreBLEU↑" if other == "bleu" else "BLEU↑ (tok)",
     ]
+    lines += lead_with_perplexity(rows, floor)
     dev_ppl = bool(t1.get("dev_ppl"))
     if dev_ppl:
         header[2:2] = ["Train ppl at 20/40/60/80/100% of its updates", "Dev ppl↓"]
+    if paper.active:
+        header += paper_header(bleu)
+    dec_column = decoding.varies(rows)
+    if dec_column:
+        header.append(decoding.HEADER)
     lines += [_row(header), _row([":---"] + ["---:"] * (len(header) - 1))]
     for run in rows:
         if run.diverged:
@@ -223,12 +198,16 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
                 fmt_params(run.parameters),
                 fmt(run.metric("ter")),
                 fmt(run.metric("meteor")),
-                fmt(run.metric(bleu)) + (sig.mark(run.name) if sig.metric == bleu != "bleu" else ""),
+                fmt(run.metric(bleu)) + (sig.mark(run.name) if sig.metric == bleu else ""),
                 _delta(run, base, bleu),
                 fmt(run.metric(other)) + (sig.mark(run.name) if sig.metric == other else ""),
             ]
         if dev_ppl:
             cells[2:2] = [curve_cell(run.train_points), fmt(dev_perplexity(run), 0)]
+        if paper.active:
+            cells += paper.cells(run)
+        if dec_column:
+            cells.append("–" if run.diverged else decoding.cell(run))
         lines.append(_row(cells))
     lines.append("")
     lines.append(
@@ -243,26 +222,37 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
         )
     )
     lines += ["", seeds_note(rows)]
-    note = sig.note(rows, model_label(base))
-    if note:
-        lines += ["", note]
-    lines += ["", *_diverged_notes(rows)] if any(r.diverged for r in rows) else []
+    lines += _footnotes(rows, base, sig, paper)
     lines += ["", "Signatures:", *_signatures(rows, ["tok_bleu", "bleu", "ter", "meteor"]), ""]
     return lines
 
 
-def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significance) -> list[str]:
+def paper_header(metric: str) -> list[str]:
+    return [f"Paper {METRIC_HEADERS[metric].rstrip('↑↓')}", "Δ paper"]
+
+
+def render_comparison(
+    comp: dict[str, Any], runs: dict[str, Run], sig: Significance, spec: dict[str, Any] | None = None
+) -> list[str]:
     base_name = comp.get("baseline", comp["rows"][0])
     names = list(dict.fromkeys([base_name, *comp["rows"]]))
     rows = [runs[n] for n in names]
     base = runs[base_name]
-    sig = sig.against(base)
+    floor_value, tolerance = table_settings(spec)
+    tested = table_metric(comp)  # the Δ column and the column that carries †
+    floor = Floor(floor_value, tested)
+    sig = sig.against(base, rows, floor)
     metrics = comp.get("metrics") or [m for m in ("tok_bleu", "bleu", "ter", "meteor", "chrf")]
     metrics = [m for m in metrics if m != "tok_bleu" or any(r.metric("tok_bleu") is not None for r in rows)]
-    delta_metric = bleu_metric(rows, comp.get("metric"))
-    lines = [f"## {comp.get('title', comp['name'])}", ""]
+    if tested not in metrics:
+        metrics.append(tested)  # the tested metric always has a column for its marks
+    paper = PaperColumns(comp.get("paper"), tested, tolerance)
+    dec_column = decoding.varies(rows)
+    lines = [f"## {comp.get('title', comp['name'])}", "", *lead_with_perplexity(rows, floor)]
     header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param", "Updates"]
     header += [METRIC_HEADERS[m] for m in metrics] + ["Δ"]
+    header += paper_header(tested) if paper.active else []
+    header += [decoding.HEADER] if dec_column else []  # last: the metric columns keep their places
     lines += [_row(header), _row([":---"] + ["---:"] * 2 + [":---:"] * 4 + ["---:"] * (len(header) - 7))]
     for run in rows:
         info = run.info
@@ -282,25 +272,30 @@ def render_comparison(comp: dict[str, Any], runs: dict[str, Run], sig: Significa
         else:
             for m in metrics:
                 cells.append(fmt(run.metric(m)) + (sig.mark(run.name) if m == sig.metric else ""))
-            cells.append(_delta(run, base, delta_metric))
+            cells.append(_delta(run, base, tested))
+        if paper.active:
+            cells += paper.cells(run)
+        if dec_column:
+            cells.append("–" if run.diverged else decoding.cell(run))
         lines.append(_row(cells))
     lines.append("")
-    lines.append(f"Δ: {METRIC_HEADERS[delta_metric]} difference against {model_label(base)}.")
-    note = sig.note(rows, model_label(base))
-    if note:
-        lines += ["", note]
-    lines += ["", *_diverged_notes(rows)] if any(r.diverged for r in rows) else []
+    lines.append(f"Δ: {METRIC_HEADERS[tested]} difference against {model_label(base)}.")
+    lines += _footnotes(rows, base, sig, paper)
     lines += ["", "Signatures:", *_signatures(rows, metrics), ""]
     return lines
 
 
-def render_matrix(title: str, path: str, runs: dict[str, Run]) -> list[str]:
+def render_matrix(
+    title: str, path: str, runs: dict[str, Run], floor_value: float = DEFAULT_FLOOR
+) -> list[str]:
     data = read_json(path)
     lines = [f"## {title}", ""]
     for metric, pw in data.get("pairwise", {}).items():
         names = pw["systems"]
         letters = system_letters(len(names))
+        floor = Floor(floor_value, metric)
         diverged = {i for i, n in enumerate(names) if n in runs and runs[n].diverged}
+        below = {i for i, n in enumerate(names) if n in runs and floor.below(runs[n])}
         header = ["Model", METRIC_HEADERS.get(metric, metric).rstrip("↑↓"), *letters]
         lines += [_row(header), _row([":---", ":---:", *[":---:"] * len(names)])]
         for i, name in enumerate(names):
@@ -310,7 +305,7 @@ def render_matrix(title: str, path: str, runs: dict[str, Run]) -> list[str]:
                 score = "diverged"
             else:
                 cells = [
-                    "" if j == i else ("·" if j in diverged else pw["matrix"][i][j])
+                    "" if j == i else ("·" if {i, j} & (diverged | below) else pw["matrix"][i][j])
                     for j in range(len(names))
                 ]
                 score = f"{pw['scores'][i]:.1f}"
@@ -319,20 +314,23 @@ def render_matrix(title: str, path: str, runs: dict[str, Run]) -> list[str]:
         lines.append(
             f"Cell (i, j): row i significantly better (+), worse (-) or not different (=) than column j "
             f"(paired bootstrap, {data.get('n_samples')} resamples, p < {pw['alpha']}); "
-            f"· = compared with a diverged run. `{pw['signature']}`"
+            f"· = compared with a diverged run or one below {floor.words} (no claim: the paired bootstrap "
+            f"compares noise there). `{pw['signature']}`"
         )
         lines.append("")
     return lines
 
 
-def render_data(metas: dict[str, str]) -> list[str]:
-    """Per dataset and split: pairs in, kept, removed by filter, and preprocess's cleaning warning."""
+def render_data(metas: dict[str, str | list[str]]) -> list[str]:
+    """Per dataset and split: pairs in, kept, removed by filter, and preprocess's cleaning warning
+    (each dataset has two preprocess markers: the training side and the test split)."""
     if not metas:
         return []
     lines = ["## Data", "", "| dataset | split | pairs in | kept | removed | by filter |", "| :--- | :--- | ---: | ---: | ---: | :--- |"]  # fmt: skip
     warnings = []
-    for ds, path in metas.items():
-        splits = read_json(path).get("splits", {})
+    for ds, paths in metas.items():
+        paths = [paths] if isinstance(paths, str) else paths  # one marker (an older spec) or several
+        splits = {k: v for path in paths for k, v in read_json(path).get("splits", {}).items()}
         for split, st in splits.items():
             removed = st["input"] - st["kept"]
             share = f" ({100 * removed / st['input']:.0f}%)" if st["input"] else ""
@@ -343,6 +341,14 @@ def render_data(metas: dict[str, str]) -> list[str]:
     return [*lines, "", *warnings, *([""] if warnings else [])]
 
 
+def rerun_command(spec: dict[str, Any]) -> str:
+    """The command that rebuilds the tables, with the config files the run was given (the target
+    first: ``--configfile`` takes every word after it as a file)."""
+    cmd = f"snakemake {spec.get('tables_path', 'results/tables.md')}"
+    files = spec.get("configfiles") or []
+    return cmd + (" --configfile " + " ".join(shlex.quote(f) for f in files) if files else "")
+
+
 def render(spec: dict[str, Any]) -> str:
     runs = {name: load_run(name, info) for name, info in spec["experiments"].items()}
     tables = spec["tables"]
@@ -351,17 +357,18 @@ def render(spec: dict[str, Any]) -> str:
         "# Results",
         "",
         f"Generated by `python -m pipeline_lib report` from the score files of the workflow "
-        f"(split: {spec['split']}). Do not edit: rerun `snakemake {spec.get('tables_path', 'results/tables.md')}`.",
+        f"(split: {spec['split']}). Do not edit: rerun `{rerun_command(spec)}`.",
         "",
     ]
     if "table1" in tables:
-        t1_metric = tables["table1"].get("metric", "bleu")
+        t1_metric = table_metric(tables["table1"])
         lines += render_table1(spec, runs, Significance(sig_paths.get("table1"), t1_metric))
     for comp in tables.get("comparisons", []):
-        comp_sig = Significance(sig_paths.get(comp["name"]), comp.get("metric", "bleu"))
-        lines += render_comparison(comp, runs, comp_sig)
+        comp_sig = Significance(sig_paths.get(comp["name"]), table_metric(comp))
+        lines += render_comparison(comp, runs, comp_sig, spec)
     if "significance" in tables and "table3" in sig_paths:
-        lines += render_matrix(tables["significance"].get("title", "Table 3"), sig_paths["table3"], runs)
+        title = tables["significance"].get("title", "Table 3")
+        lines += render_matrix(title, sig_paths["table3"], runs, table_settings(spec)[0])
     lines += render_data(spec.get("data", {}))
     lines += ["## Sources", ""]
     for name, info in spec["experiments"].items():

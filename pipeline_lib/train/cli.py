@@ -28,12 +28,15 @@ from pathlib import Path
 
 import torch
 
+from pipeline_lib.atomic import write_bytes
 from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
 from pipeline_lib.errors import InputError
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
 from pipeline_lib.train.config import TrainConfig
+from pipeline_lib.train.run_identity import TRAINED_FILE, prepare_save_dir, run_identity
+from pipeline_lib.train.run_log import STATUS_FILE
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if cfg.device == "cpu":
         keep_freed_memory()  # every update re-allocates the same activations (pipeline_lib/cpu/allocator.py)
     env = DistributedEnv.from_environ(os.environ, cfg.device)
-    if env.is_distributed:
-        import torch.distributed as dist
+    import torch.distributed as dist
 
+    if env.is_distributed:
         if cfg.device == "cuda":
             torch.cuda.set_device(env.local_rank)
         dist.init_process_group(
@@ -87,13 +90,18 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
-        outcome = Trainer(cfg, model_cfg, Context(vocab_size, vocab_sha), env).run()
-    finally:
+        if env.rank == 0:
+            prepare_save_dir(Path(cfg.save_dir), run_identity(cfg.to_dict(), model_cfg.to_dict()))
         if env.is_distributed:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            dist.barrier()  # no rank reads the save dir before rank 0 has set another run aside
+        outcome = Trainer(cfg, model_cfg, Context(vocab_size, vocab_sha), env).run()
+        if env.rank == 0 and outcome.status != "preempted":
+            # the workflow's output: only a concluded run has one (status.json alone can say preempted)
+            save_dir = Path(cfg.save_dir)
+            write_bytes(save_dir / TRAINED_FILE, (save_dir / STATUS_FILE).read_bytes())
+    finally:
+        if env.is_distributed and dist.is_initialized():
+            dist.destroy_process_group()
     if outcome.status == "diverged":
         print(f"training diverged at update {outcome.update}: {outcome.reason}")
     return outcome.exit_code

@@ -19,6 +19,7 @@ OPTIMIZERS = ("radam", "adam")
 LR_SCHEDULERS = ("inverse_sqrt", "fixed")
 AMP_MODES = ("none", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
+PROGRESS_MODES = ("auto", "lines", "tqdm", "none")
 UNIGRAM = "unigram"
 
 
@@ -165,14 +166,38 @@ class TrainConfig:
         0, "keep N checkpoint_{epoch}_{update}.pt", recipe=True, group=RUNTIME
     )
     keep_last_epochs: int = setting(-1, "keep N checkpoint{epoch}.pt (-1: all)", recipe=True, group=RUNTIME)
-    log_interval: int = setting(100, "JSONL train record every N updates", recipe=True, group=RUNTIME)
-    progress: str = setting("auto", "auto: tqdm on a TTY", group=RUNTIME, choices=("auto", "tqdm", "none"))
+    log_interval: int = setting(
+        100, "JSONL and TensorBoard train record every N updates", recipe=True, group=RUNTIME
+    )
+    validate_interval_updates: int = setting(
+        0,
+        "also validate every N updates, besides each epoch end (fairseq's --validate-interval-updates; "
+        "0: off): a dev curve at update granularity in train_log.jsonl and TensorBoard",
+        recipe=True,
+        group=RUNTIME,
+    )
+    progress: str = setting(
+        "auto",
+        "lines: a plain progress line at the first update and then at most every --progress-interval "
+        "seconds (for log files: SLURM, Snakemake); tqdm: a bar; auto: tqdm on a TTY, lines otherwise",
+        group=RUNTIME,
+        choices=PROGRESS_MODES,
+    )
+    progress_interval: float = setting(
+        30.0, "--progress lines: seconds between lines (at most one per update)", group=RUNTIME
+    )
+    progress_fd: int = setting(
+        0,
+        "--progress lines: also write each line to this open file descriptor (the workflow passes the "
+        "job's console, whose stderr goes to the log file; 0: none)",
+        group=RUNTIME,
+    )
 
     def __post_init__(self) -> None:
         self._choice("optimizer", OPTIMIZERS)
         self._choice("amp", AMP_MODES)
         self._choice("device", DEVICES)
-        self._choice("progress", ("auto", "tqdm", "none"))
+        self._choice("progress", PROGRESS_MODES)
         self._choice("cpu_gemm", CPU_GEMMS)
         if self.cpu_gemm == "onednn" and (self.device != "cpu" or self.amp != "none"):
             raise ConfigError(
@@ -211,7 +236,10 @@ class TrainConfig:
             raise ConfigError(
                 "train.compile (--compile) leaves the products to the compiler: drop --cpu-gemm onednn"
             )
-        self._non_negative_int("warmup_updates", "max_epoch", "max_update", "save_interval_updates")
+        self._non_negative_int(
+            "warmup_updates", "max_epoch", "max_update", "save_interval_updates", "validate_interval_updates"
+        )
+        self._non_negative_float("progress_interval")
         if self.divergence_after is not None:
             self._non_negative_int("divergence_after")
         self._non_negative_int("keep_interval_updates", "num_threads", "seed")

@@ -1,19 +1,15 @@
-"""A training run's state outside the model: its outcome, the stop signals, and the RNG.
+"""A training run's state outside the model: its outcome and the stop signals.
 
 Reproducibility: before every update the torch RNG (dropout) is re-seeded from (seed, update, rank),
-so resuming needs no RNG state; the states are stored in checkpoints too, for completeness.
+so resuming needs no RNG state and checkpoints store none (tests/test_train_resume_rng.py).
 """
 
 from __future__ import annotations
 
-import random
 import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
-import torch
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again"; SLURM --requeue / Snakemake retries re-run the command
 
@@ -62,24 +58,3 @@ class StopSignal:
 
 def update_seed(seed: int, num_updates: int, rank: int) -> int:
     return ((seed * 1_000_003 + num_updates) * 1_009 + rank) % (2**63)
-
-
-def rng_state() -> dict[str, Any]:
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": (name, torch.from_numpy(np.asarray(keys, dtype=np.int64)), pos, has_gauss, cached),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(state["cuda"])

@@ -9,6 +9,9 @@ Outcomes (``status.json`` in the save dir, written by rank 0):
   completed -> exit 0; diverged -> exit 0 (the last good checkpoint is kept, nothing is saved after
   the bad update); preempted (SIGTERM/SIGUSR1) -> checkpoint_last.pt saved, exit EXIT_PREEMPTED (75);
   any exception propagates (non-zero exit) and never writes "diverged".
+
+What a run shows while it runs (rank 0): train_log.jsonl (run_log.py), the same scalars as TensorBoard
+event files in {save_dir}/tensorboard/ (tensorboard_log.py), and --progress lines (progress.py).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.divergence import UNIGRAM, DivergenceMonitor, Verdict
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss, ppl
 from pipeline_lib.train.pending_update import HostStats, JudgedUpdate, PendingUpdate, UpdateInfo
+from pipeline_lib.train.progress import ProgressLines, Tee, open_console, planned_updates, resolve_mode
 from pipeline_lib.train.run_log import (
     LOG_FILE,
     STATUS_FILE,
@@ -67,12 +71,11 @@ from pipeline_lib.train.run_state import (
     EXIT_PREEMPTED,
     Outcome,
     StopSignal,
-    rng_state,
-    set_rng_state,
     update_seed,
 )
 from pipeline_lib.train.schedule import LrSchedule
 from pipeline_lib.train.split_data import SplitData
+from pipeline_lib.train.tensorboard_log import TensorBoardLog
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +174,8 @@ class Trainer:
             cfg.divergence_threshold, cfg.divergence_window, cfg.stuck_after, fp16=cfg.amp == "fp16"
         )
         self.ddp: nn.Module = self.model
+        self.tb = TensorBoardLog(self.save_dir, enabled=False, resume_update=None)  # run() opens it
+        self.lines: ProgressLines | None = None  # --progress lines; set by _loop
 
     # ----------------------------------------------------------------------------- setup
     def _load_data(self) -> tuple[SplitData, SplitData]:
@@ -199,7 +204,6 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.schedule.state_dict(),
             "scaler": self.scaler.state_dict(),
-            "rng": rng_state(),
             "iterator": {"epoch": self.epoch, "batch_index": self.batch_index},
             "trainer": {**self.divergence.state(), "world_size": self.world},
             "admin_profile": self.admin_profile.to_json() if self.admin_profile is not None else None,
@@ -256,7 +260,6 @@ class Trainer:
         self.epoch = int(state["iterator"]["epoch"])
         self.batch_index = int(state["iterator"]["batch_index"])
         self.divergence.restore(state.get("trainer", {}))
-        set_rng_state(state["rng"])
 
     # ----------------------------------------------------------------------------- collectives
     def _all_reduce(self, values: list[float]) -> list[float]:
@@ -467,6 +470,8 @@ class Trainer:
                 "parameters": self.model.num_parameters(), "world_size": self.world,
                 "train_pairs": len(train_data), "train_skipped": train_data.dropped, "valid_pairs": len(valid_data),
             })  # fmt: skip
+        resumed_at = self.num_updates if found is not None else None
+        self.tb = TensorBoardLog(self.save_dir, self.is_main, resume_update=resumed_at)
         if self.is_main and status is not None and status.get("status") == "preempted":
             (self.save_dir / STATUS_FILE).unlink(missing_ok=True)
         self.wrap_ddp()
@@ -475,6 +480,7 @@ class Trainer:
                 outcome = self._loop(train_data, valid_data, stop)
         finally:
             self.log.close()
+            self.tb.close()
         if self.is_main:
             extra = {
                 "valid": getattr(self, "last_valid", None),
@@ -524,12 +530,23 @@ class Trainer:
         cfg = self.cfg
         per_update = self.world * cfg.update_freq
         self.meter = Meter(time.perf_counter())
+        mode = resolve_mode(cfg.progress, sys.stderr.isatty()) if self.is_main else "none"
+        console = open_console(cfg.progress_fd) if mode == "lines" else None
+        stream = Tee(sys.stderr, console) if console is not None else None
+        self.lines = (
+            ProgressLines(cfg.progress_interval, self.num_updates, stream) if mode == "lines" else None
+        )
         pending: PendingUpdate | None = None
         while not self._done():
             plan = train_data.batches(cfg.seed, self.epoch, shuffle=True, multiple_of=self.world)
             if not plan:
                 raise CheckpointError(f"{cfg.data}: split {cfg.train_subset!r} yields no batches")
-            bar = self._progress(len(plan), per_update)
+            bar = self._progress(len(plan), mode)
+            if self.lines is not None:
+                self.lines.planned = planned_updates(
+                    self.num_updates, self.batch_index, len(plan), per_update, self.epoch,
+                    cfg.max_epoch, cfg.max_update,
+                )  # fmt: skip
             judge = functools.partial(self._judge, plan_length=len(plan), bar=bar, valid_data=valid_data)
             while True:
                 start = self.batch_index + (pending.update.batches if pending is not None else 0)
@@ -613,9 +630,21 @@ class Trainer:
             bar.update(update.batches)
         if not judged.stepped:
             return None
+        if self.lines is not None:
+            self.lines.step(
+                self.num_updates, self.epoch, self.schedule.get_lr(),
+                judged.loss_sum, judged.nll_sum, update.total_tokens, judged.gnorm,
+            )  # fmt: skip
         if self.num_updates % cfg.log_interval == 0:
             self._log_train(self.meter, bar)
             self.meter = Meter(time.perf_counter())
+        if (
+            cfg.validate_interval_updates > 0
+            and self.num_updates % cfg.validate_interval_updates == 0
+            and self.batch_index < plan_length  # an epoch end validates anyway
+            and not self._done()  # so does the end of the run
+        ):
+            self._validate_and_log(valid_data, mid_epoch=True)
         if (
             cfg.save_interval_updates > 0
             and self.num_updates % cfg.save_interval_updates == 0
@@ -648,10 +677,16 @@ class Trainer:
         print(f"preempted: saved {self.save_dir / LAST} at update {self.num_updates}", file=sys.stderr)
         return Outcome("preempted", self.num_updates, self.epoch, "signal")
 
-    def _validate_and_log(self, valid_data: SplitData) -> None:
+    def _validate_and_log(self, valid_data: SplitData, mid_epoch: bool = False) -> None:
+        """Validation at an epoch end or the run's end; with ``mid_epoch``, one of
+        --validate-interval-updates (marked so, as its epoch's end record follows it)."""
         result = self.validate(valid_data)
         self.last_valid = result
-        self.log.write({"kind": "valid", "epoch": self.epoch, "update": self.num_updates, **result})
+        record = {"kind": "valid", "epoch": self.epoch, "update": self.num_updates, **result}
+        if mid_epoch:
+            record["mid_epoch"] = True
+        self.log.write(record)
+        self.tb.write(record)
         if self.is_main:
             print(
                 f"epoch {self.epoch} update {self.num_updates}: valid loss {result['loss']:.3f} "
@@ -659,9 +694,8 @@ class Trainer:
                 file=sys.stderr,
             )
 
-    def _progress(self, total: int, per_update: int) -> Any:
-        mode = self.cfg.progress
-        if not self.is_main or mode == "none" or (mode == "auto" and not sys.stderr.isatty()):
+    def _progress(self, total: int, mode: str) -> Any:
+        if mode != "tqdm":
             return None
         from tqdm import tqdm
 
@@ -687,6 +721,7 @@ class Trainer:
         if self.cfg.amp == "fp16":
             record["loss_scale"] = self.scaler.get_scale()
         self.log.write(record)
+        self.tb.write(record)
         if bar is not None:
             bar.set_postfix(
                 loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}"

@@ -93,18 +93,19 @@ class Commands:
             ]
         )
 
-    def download(self, ds: str, marker: str) -> str:
+    def download(self, ds: str) -> str:
         return flags(
             [
                 ("recipe", self.plan.datasets[ds]["recipe"]),
                 ("out-dir", f"{self.plan.workdir}/data/{ds}"),
-                ("manifest-copy", marker),
+                ("manifest-copy", self.plan.raw_marker(ds)[0]),
                 *self._mirror(),
             ]
         )
 
-    def download_mono(self, ds: str, output: str) -> str:
+    def download_mono(self, ds: str) -> str:
         mono = self.plan.datasets[ds]["mono"]
+        output = self.plan.mono_raw(ds)
         return flags(
             [
                 ("mono-recipe", mono["recipe"]),
@@ -119,14 +120,17 @@ class Commands:
         dl = self.plan.config.get("download", {})
         return [("mirror", dl.get("mirror")), ("checksums", dl.get("checksums"))]
 
-    def preprocess(self, ds: str, workers: int) -> str:
+    def preprocess(self, ds: str, workers: int | None = None, *, test: bool = False) -> str:
+        """Training side (train, valid, mono) into tok/, or, with ``test``, the test split alone into
+        tok-test/: editing a test file then never reruns what training reads."""
         d = self.plan.datasets[ds]
         p = d.get("preprocess", {})
         return flags(
             [
                 ("in-dir", self.plan.raw_dir(ds)),
-                ("out-dir", self.plan.data_dir(ds, "tok")),
+                ("out-dir", self.plan.data_dir(ds, "tok-test" if test else "tok")),
                 *self._langs(ds),
+                ("splits", ["test"] if test else ["train", "valid", "mono"]),
                 ("ratio", p.get("ratio")),
                 ("min-len", p.get("min_len")),
                 ("max-len", p.get("max_len")),
@@ -142,7 +146,7 @@ class Commands:
             ]
         )
 
-    def learn_bpe(self, ds: str, workers: int) -> str:
+    def learn_bpe(self, ds: str, workers: int | None = None) -> str:
         s = self.plan.datasets[ds].get("subword", {})
         return flags(
             [
@@ -158,20 +162,22 @@ class Commands:
             ]
         )
 
-    def apply_bpe(self, ds: str, workers: int) -> str:
+    def apply_bpe(self, ds: str, workers: int | None = None, *, test: bool = False) -> str:
         s = self.plan.datasets[ds].get("subword", {})
+        suffix = "-test" if test else ""
         return flags(
             [
-                ("in-dir", self.plan.data_dir(ds, "tok")),
+                ("in-dir", self.plan.data_dir(ds, f"tok{suffix}")),
                 ("model-dir", self.plan.data_dir(ds, "subword")),
-                ("out-dir", self.plan.data_dir(ds, "bpe")),
+                ("out-dir", self.plan.data_dir(ds, f"bpe{suffix}")),
                 *self._langs(ds),
+                ("splits", ["test"] if test else ["train", "valid", "mono"]),
                 ("vocab-threshold", s.get("vocab_threshold")),
                 ("workers", workers),
             ]
         )
 
-    def binarize(self, ds: str, workers: int) -> str:
+    def binarize(self, ds: str, workers: int | None = None) -> str:
         b = self.plan.datasets[self.plan.base_dataset(ds)].get("binarize", {})
         return flags(
             [
@@ -180,7 +186,21 @@ class Commands:
                 *self._langs(ds),
                 ("threshold", b.get("threshold")),
                 ("nwords", b.get("nwords")),
-                ("splits", ["train", "valid", "test"]),
+                ("splits", ["train", "valid"]),
+                ("workers", workers),
+            ]
+        )
+
+    def binarize_test(self, ds: str, workers: int | None = None) -> str:
+        """The test split with the training vocabulary of ``ds`` (a back-translation mix reads its base
+        dataset's test text), into bin-test/: a directory translate can read by itself."""
+        return flags(
+            [
+                ("in-dir", self.plan.data_dir(self.plan.base_dataset(ds), "bpe-test")),
+                ("out-dir", self.plan.data_dir(ds, "bin-test")),
+                *self._langs(ds),
+                ("vocab", f"{self.plan.data_dir(ds, 'bin')}/vocab.txt"),
+                ("splits", ["test"]),
                 ("workers", workers),
             ]
         )
@@ -207,7 +227,7 @@ class Commands:
         src, tgt = self.plan.exp_langs(name)
         return [("data", self.plan.bin_dir(name)), ("source-lang", src), ("target-lang", tgt)]
 
-    def train(self, name: str, threads: int) -> str:
+    def train(self, name: str, threads: int | None = None) -> str:
         """The model flags, every recipe setting the train CLI takes, and the run's own paths."""
         exp = self.plan.experiments[name]
         profiled = needs_profile(exp["residual"])
@@ -218,7 +238,7 @@ class Commands:
             ("seed", exp.get("seed", 1)),
             ("admin-profile", self.plan.admin_profile(name) if profiled else None),
             ("num-threads", threads),
-            ("progress", "none"),
+            ("progress", "lines"),
         ]
         return flags([*self.model(name), *pairs])
 
@@ -253,11 +273,11 @@ class Commands:
         --max-tokens and --seed)."""
         return [(key.replace("_", "-"), value) for key, value in self.config["decoding"][decoding].items()]
 
-    def translate(self, name: str, split: str, threads: int) -> str:
+    def translate(self, name: str, split: str, threads: int | None = None) -> str:
         src, tgt = self.plan.exp_langs(name)
         pairs = [
             ("checkpoint", f"{self.plan.exp_dir(name)}/checkpoint_avg.pt"),
-            ("data-dir", self.plan.bin_dir(name)),
+            ("data-dir", self.plan.eval_bin_dir(name, split)),
             ("split", split),
             ("source-lang", src),
             ("target-lang", tgt),
@@ -271,9 +291,13 @@ class Commands:
         ]
         return flags(pairs)
 
-    def backtranslate(self, bt: str, shard: int, outputs: dict[str, str], threads: int) -> str:
+    def backtranslate(self, bt: str, shard: int, threads: int | None = None) -> str:
         spec = self.plan.backtranslation[bt]
         rev = spec["reverse_model"]
+        outputs = {
+            "text": self.plan.bt_shard_files(bt, "txt")[shard],
+            "bpe": self.plan.bt_shard_files(bt)[shard],
+        }
         pairs = [
             ("checkpoint", f"{self.plan.exp_dir(rev)}/checkpoint_avg.pt"),
             ("input", self.plan.bt_mono(bt)),
@@ -311,7 +335,7 @@ class Commands:
         ds = self.plan.eval_dataset(name)
         moses = self.plan.datasets[ds].get("subword", {}).get("kind", "bpe") == "bpe"
         return [
-            ("ref-tok", f"{self.plan.data_dir(ds, 'tok')}/{split}.{tgt}" if moses else None),
+            ("ref-tok", f"{self.plan.tok_dir(ds, split)}/{split}.{tgt}" if moses else None),
             ("moses-lang", tgt),
             ("compound-split", bool(self.plan.datasets[ds].get("compound_split"))),
         ]
@@ -350,7 +374,8 @@ class Commands:
             ]
         )
 
-    def analyze(self, out_dir: str) -> str:
+    def analyze(self, out_dir: str | None = None) -> str:
+        out_dir = out_dir or f"{self.plan.results}/analysis"
         systems = self.plan.analysis_systems()
         first = systems[0]
         src, tgt = self.plan.exp_langs(first)

@@ -29,6 +29,7 @@ def check_references(config: dict[str, Any], experiments: dict[str, dict[str, An
     for key, name in table_references(config["tables"]):
         if name not in config["experiments"]:
             fail(key, f"unknown experiment {name!r}")
+    _check_paper_rows(config["tables"])
 
 
 def _check_datasets(datasets: dict[str, dict[str, Any]]) -> None:
@@ -129,3 +130,17 @@ def table_references(tables: dict[str, Any]) -> Iterator[tuple[str, str]]:
         yield "tables.significance.baseline", tables["significance"]["baseline"]
         yield from (("tables.significance.systems", s) for s in tables["significance"]["systems"])
     yield from (("tables.analysis", s) for s in tables.get("analysis", []))
+
+
+def _check_paper_rows(tables: dict[str, Any]) -> None:
+    """A paper number belongs to a row of its own table (a typo would silently show nothing)."""
+    owners = [("tables.table1", tables["table1"])] if "table1" in tables else []
+    owners += [(f"tables.comparisons[{i}]", c) for i, c in enumerate(tables.get("comparisons", []))]
+    for key, table in owners:
+        rows = [table.get("baseline"), *table["rows"]]
+        for name in table.get("paper", {}):
+            if name not in rows:
+                fail(
+                    f"{key}.paper.{name}",
+                    f"not a row of this table (rows: {', '.join(dict.fromkeys(r for r in rows if r))})",
+                )

@@ -24,12 +24,13 @@ def regex(names: Iterable[str]) -> str:
     return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
 
 
-def local_files(d: dict[str, Any]) -> list[str]:
-    """train.<src>/<tgt> (required), and every valid/test/mono file of a local dataset that exists."""
+def local_files(d: dict[str, Any], test: bool = False) -> list[str]:
+    """The raw files of a local dataset that one preprocess job reads: train.<src>/<tgt> (required)
+    and every valid/mono file that exists, or, with ``test``, the test files."""
+    if test:
+        return [f"{d['path']}/test.{lang}" for lang in (d["src"], d["tgt"])]
     files = [f"{d['path']}/train.{d['src']}", f"{d['path']}/train.{d['tgt']}"]
-    optional = [
-        f"{d['path']}/{split}.{lang}" for split in ("valid", "test", "mono") for lang in (d["src"], d["tgt"])
-    ]
+    optional = [f"{d['path']}/{split}.{lang}" for split in ("valid", "mono") for lang in (d["src"], d["tgt"])]
     return files + [f for f in optional if Path(f).is_file()]
 
 
@@ -152,16 +153,16 @@ class Plan:
         d = self.datasets[ds]
         return d["path"] if d["source"] == "local" else self.data_dir(ds, "raw")
 
-    def raw_marker(self, ds: str) -> list[str]:
+    def raw_marker(self, ds: str, test: bool = False) -> list[str]:
         """The raw split files, as rule inputs: the marker written last by the stage that produces
-        them, or, for a local dataset, every file of it that preprocess reads (so editing any split
-        reruns what depends on it)."""
+        them, or, for a local dataset, the files of it that this preprocess job reads (training side
+        or test split), so that editing a test file reruns evaluation only."""
         d = self.datasets[ds]
         if d["source"] in ("demo", "ding"):
             return [f"{self.data_dir(ds, 'raw')}/splits.json"]
         if d["source"] == "download":
             return [f"{self.data_dir(ds, 'raw')}/download.json"]
-        return local_files(d)
+        return local_files(d, test)
 
     def mono_raw(self, ds: str) -> str | None:
         d = self.datasets[ds]
@@ -181,11 +182,27 @@ class Plan:
     def bin_marker(self, name: str) -> str:
         return f"{self.bin_dir(name)}/meta.json"
 
+    def eval_bin_dir(self, name: str, split: str) -> str:
+        """Where translate reads ``split``: the test split has a directory of its own (bin-test/)."""
+        return self.data_dir(self.data_key(name), "bin-test") if split == "test" else self.bin_dir(name)
+
+    def eval_bin_marker(self, name: str, split: str) -> str:
+        return f"{self.eval_bin_dir(name, split)}/meta.json"
+
+    def tok_dir(self, ds: str, split: str) -> str:
+        """Tokenized text of ``split``: test is preprocessed apart from the training side (tok-test/)."""
+        return self.data_dir(ds, "tok-test" if split == "test" else "tok")
+
     def admin_profile(self, name: str) -> str:
         return f"{self.exp_dir(name)}/admin_profile.json"
 
     def status_file(self, name: str) -> str:
+        """The run's current status (completed | diverged | preempted), as the trainer writes it."""
         return f"{self.exp_dir(name)}/status.json"
+
+    def trained_marker(self, name: str) -> str:
+        """The train rule's output: written once the run has concluded (never for a preempted one)."""
+        return f"{self.exp_dir(name)}/trained.json"
 
     def score_file(self, name: str) -> str:
         return self.result(name, f"{self.split}.score.json")
@@ -200,14 +217,23 @@ class Plan:
         """Detokenized text of the evaluated split, target side unless ``lang``: the original text
         of the surviving pairs (preprocess writes it beside the tokenized split)."""
         lang = lang or self.exp_langs(name)[1]
-        return f"{self.data_dir(self.eval_dataset(name), 'tok')}/{split or self.split}.ref.{lang}"
+        split = split or self.split
+        return f"{self.tok_dir(self.eval_dataset(name), split)}/{split}.ref.{lang}"
+
+    def preprocess_markers(self, ds: str) -> list[str]:
+        """Both preprocess outputs of ``ds``: the training side and, when evaluated, the test split."""
+        return list(dict.fromkeys([self.ref_marker(ds, "valid"), self.ref_marker(ds)]))
 
     def bpe_marker(self, ds: str) -> str:
         return f"{self.data_dir(ds, 'bpe')}/meta.json"
 
-    def ref_marker(self, ds: str) -> str:
+    def bpe_test_marker(self, ds: str) -> str:
+        """The segmented test split ``ds`` is evaluated on (a back-translation mix: its base dataset's)."""
+        return f"{self.data_dir(self.base_dataset(ds), 'bpe-test')}/meta.json"
+
+    def ref_marker(self, ds: str, split: str | None = None) -> str:
         """preprocess's marker: it writes the <split>.ref.<lang> references with the tokenized text."""
-        return f"{self.data_dir(ds, 'tok')}/meta.json"
+        return f"{self.tok_dir(ds, split or self.split)}/meta.json"
 
     def bt_shard_files(self, bt: str, suffix: str = "bpe") -> list[str]:
         """The back-translated shards of ``bt`` in input order (their concatenation is the synthetic side)."""
@@ -268,7 +294,10 @@ class Plan:
         tables = self.config["tables"]
         if "analysis" in tables:
             return tables["analysis"]
-        return tables["table1"]["rows"] if "table1" in tables else []
+        if "table1" not in tables:
+            return []
+        # the baseline first: the plots compare each system with it
+        return list(dict.fromkeys([tables["table1"]["baseline"], *tables["table1"]["rows"]]))
 
     def experiment_info(self, name: str) -> dict[str, Any]:
         exp = self.experiments[name]
@@ -285,6 +314,7 @@ class Plan:
             "backtranslation": exp.get("backtranslation"),
             "seed": exp.get("seed", 1),
             "lr": self.recipe(name)["lr"],
+            "decoding": {"name": self.decoding_of(name), **self.config["decoding"][self.decoding_of(name)]},
             "score": self.score_file(name),
             "status": self.status_file(name),
             "train_log": f"{self.exp_dir(name)}/train_log.jsonl",
@@ -297,8 +327,10 @@ class Plan:
             "tables": self.config["tables"],
             "significance": {t: self.significance_file(t) for t in self.significance},
             "alpha": self.evaluation["alpha"],
+            "translation_floor": self.evaluation["translation_floor"],
+            "paper_tolerance": self.evaluation["paper_tolerance"],
             "tables_path": f"{self.results}/tables.md",
-            "data": {ds: self.ref_marker(ds) for ds in self.report_datasets()},
+            "data": {ds: self.preprocess_markers(ds) for ds in self.report_datasets()},
         }
         if self.stability:
             spec["stability"] = {

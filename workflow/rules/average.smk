@@ -4,7 +4,7 @@
 
 rule average:
     input:
-        status=f"{W}/experiments/{{exp}}/status.json",
+        trained=f"{W}/experiments/{{exp}}/trained.json",
     output:
         f"{W}/experiments/{{exp}}/checkpoint_avg.pt",
     log:

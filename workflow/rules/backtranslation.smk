@@ -24,11 +24,10 @@ rule translate_backtranslation:
         mem_mb=4000,
         runtime=240,
     params:
-        args=lambda wc, output, threads: CMD.backtranslate(
-            wc.bt, int(wc.shard), output, threads
-        ),
+        args=lambda wc: CMD.backtranslate(wc.bt, int(wc.shard)),
     shell:
-        "python -m pipeline_lib translate {params.args} > {log:q} 2>&1"
+        "python -m pipeline_lib translate {params.args} --threads {threads}"
+        " > {log:q} 2>&1"
 
 
 rule bt_mix:

@@ -67,7 +67,7 @@ def bt_translate_inputs(wildcards):
     rev = spec["reverse_model"]
     return {
         "checkpoint": f"{PLAN.exp_dir(rev)}/checkpoint_avg.pt",
-        "status": PLAN.status_file(rev),
+        "trained": PLAN.trained_marker(rev),
         "bpe": PLAN.bpe_marker(spec["dataset"]),
     }
 

@@ -53,7 +53,7 @@ rule download:
         mem_mb=8000,
         runtime=1440,
     params:
-        args=lambda wc, output: CMD.download(wc.ds, output[0]),
+        args=lambda wc: CMD.download(wc.ds),
     shell:
         "python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
@@ -92,13 +92,15 @@ rule download_mono:
         mem_mb=2000,
         runtime=1440,
     params:
-        args=lambda wc, output: CMD.download_mono(wc.ds, output[0]),
+        args=lambda wc: CMD.download_mono(wc.ds),
     shell:
         "python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
 
 # Resources from bench/scale_data.py (README, 'The data path at paper scale'): 78 MB on 2 workers, ~15 min
-# for WMT'14 En-Fr's 40.8M pairs on 16 cores.
+# for WMT'14 En-Fr's 40.8M pairs on 16 cores. The training side (train, valid, mono) only: the test
+# split has its own job, so that editing a test file reruns evaluation and never training.
+# `--workers {threads}` stays out of params: Snakemake compares only params that do not take threads.
 rule preprocess:
     input:
         unpack(preprocess_inputs),
@@ -115,6 +117,29 @@ rule preprocess:
         mem_mb=2000,
         runtime=60,
     params:
-        args=lambda wc, threads: CMD.preprocess(wc.ds, threads),
+        args=lambda wc: CMD.preprocess(wc.ds),
     shell:
-        "python -m pipeline_lib preprocess {params.args} > {log:q} 2>&1"
+        "python -m pipeline_lib preprocess {params.args} --workers {threads}"
+        " > {log:q} 2>&1"
+
+
+rule preprocess_test:
+    input:
+        lambda wc: PLAN.raw_marker(wc.ds, test=True),
+    output:
+        f"{W}/data/{{ds}}/tok-test/meta.json",
+    log:
+        f"{L}/preprocess_test/{{ds}}.log",
+    wildcard_constraints:
+        ds=regex(PLAN.datasets),
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        args=lambda wc: CMD.preprocess(wc.ds, test=True),
+    shell:
+        "python -m pipeline_lib preprocess {params.args} --workers {threads}"
+        " > {log:q} 2>&1"

@@ -5,8 +5,8 @@
 rule translate:
     input:
         checkpoint=f"{W}/experiments/{{exp}}/checkpoint_avg.pt",
-        status=f"{W}/experiments/{{exp}}/status.json",
-        data=lambda wc: PLAN.bin_marker(wc.exp),
+        trained=f"{W}/experiments/{{exp}}/trained.json",
+        data=lambda wc: PLAN.eval_bin_marker(wc.exp, wc.split),
     output:
         hyp=f"{R}/experiments/{{exp}}/{{split}}.hyp",
         generate=f"{R}/experiments/{{exp}}/{{split}}.generate",
@@ -22,6 +22,7 @@ rule translate:
         mem_mb=res_fn("translate", "mem_mb", 4000),
         runtime=res_fn("translate", "runtime", 120),
     params:
-        args=lambda wc, threads: CMD.translate(wc.exp, wc.split, threads),
+        args=lambda wc: CMD.translate(wc.exp, wc.split),
     shell:
-        "python -m pipeline_lib translate {params.args} > {log:q} 2>&1"
+        "python -m pipeline_lib translate {params.args} --threads {threads}"
+        " > {log:q} 2>&1"

@@ -4,8 +4,8 @@
 rule score:
     input:
         hyp=f"{R}/experiments/{{exp}}/{{split}}.hyp",
-        status=f"{W}/experiments/{{exp}}/status.json",
-        data=lambda wc: PLAN.ref_marker(PLAN.eval_dataset(wc.exp)),
+        trained=f"{W}/experiments/{{exp}}/trained.json",
+        data=lambda wc: PLAN.ref_marker(PLAN.eval_dataset(wc.exp), wc.split),
     output:
         report(
             f"{R}/experiments/{{exp}}/{{split}}.score.json",
@@ -73,6 +73,6 @@ rule analyze:
         mem_mb=4000,
         runtime=60,
     params:
-        args=lambda wc, output: CMD.analyze(str(Path(output.json).parent)),
+        args=lambda wc: CMD.analyze(),
     shell:
         "python -m pipeline_lib analyze {params.args} > {log:q} 2>&1"

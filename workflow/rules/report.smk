@@ -1,5 +1,10 @@
 # results/tables.md (Tables 1-4 shapes), learning curves (Figure 2), stability map (Admin Fig. 10).
 
+from pipeline_lib.report.cli import configfile_flags
+
+# the --configfile(s) given on the command line, for the tables' rerun hint
+CONFIGFILE_FLAGS = configfile_flags(workflow.overwrite_configfiles)
+
 
 rule report_spec:
     output:
@@ -10,7 +15,7 @@ rule report_spec:
         CONDA_ENV
     params:
         # a plain string, so that Snakemake's params trigger sees any change of the spec
-        args=CMD.report_spec(f"{R}/report_spec.json"),
+        args=CMD.report_spec(f"{R}/report_spec.json") + CONFIGFILE_FLAGS,
     shell:
         "python -m pipeline_lib report {params.args} > {log:q} 2>&1"
 
@@ -19,7 +24,7 @@ rule report:
     input:
         spec=f"{R}/report_spec.json",
         scores=[PLAN.score_file(n) for n in PLAN.table_experiments()],
-        status=[PLAN.status_file(n) for n in PLAN.table_experiments()],
+        trained=[PLAN.trained_marker(n) for n in PLAN.table_experiments()],
         significance=[PLAN.significance_file(t) for t in PLAN.significance],
         data=[PLAN.ref_marker(ds) for ds in PLAN.report_datasets()],
     output:
@@ -39,7 +44,7 @@ rule report:
 rule learning_curves:
     input:
         spec=f"{R}/report_spec.json",
-        status=[PLAN.status_file(n) for n in PLAN.table_experiments()],
+        trained=[PLAN.trained_marker(n) for n in PLAN.table_experiments()],
     output:
         report(
             f"{R}/plots/learning_curves.png",
@@ -61,7 +66,7 @@ rule learning_curves:
 rule stability_map:
     input:
         spec=f"{R}/report_spec.json",
-        status=[PLAN.status_file(n) for n in PLAN.stability_runs],
+        trained=[PLAN.trained_marker(n) for n in PLAN.stability_runs],
     output:
         plot=report(
             f"{R}/plots/stability_map.png",

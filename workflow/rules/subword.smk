@@ -19,9 +19,10 @@ rule learn_bpe:
         mem_mb=8000,
         runtime=120,
     params:
-        args=lambda wc, threads: CMD.learn_bpe(wc.ds, threads),
+        args=lambda wc: CMD.learn_bpe(wc.ds),
     shell:
-        "python -m pipeline_lib learn-bpe {params.args} > {log:q} 2>&1"
+        "python -m pipeline_lib learn-bpe {params.args} --workers {threads}"
+        " > {log:q} 2>&1"
 
 
 # 130 MB on 2 workers (a bounded cache per worker); ~5 min for En-Fr on 16 cores.
@@ -42,9 +43,23 @@ rule apply_bpe:
         mem_mb=2000,
         runtime=60,
     params:
-        args=lambda wc, threads: CMD.apply_bpe(wc.ds, threads),
+        args=lambda wc: CMD.apply_bpe(wc.ds),
     shell:
-        "python -m pipeline_lib apply-bpe {params.args} > {log:q} 2>&1"
+        "python -m pipeline_lib apply-bpe {params.args} --workers {threads}"
+        " > {log:q} 2>&1"
+
+
+use rule apply_bpe as apply_bpe_test with:
+    input:
+        tok=f"{W}/data/{{ds}}/tok-test/meta.json",
+        model=f"{W}/data/{{ds}}/subword/subword.json",
+    output:
+        f"{W}/data/{{ds}}/bpe-test/meta.json",
+    log:
+        f"{L}/apply_bpe_test/{{ds}}.log",
+    threads: 1
+    params:
+        args=lambda wc: CMD.apply_bpe(wc.ds, test=True),
 
 
 # 115 MB on 2 workers; ~12 min for En-Fr (its main process, which writes, is the bound).
@@ -62,6 +77,29 @@ rule binarize:
         mem_mb=2000,
         runtime=60,
     params:
-        args=lambda wc, threads: CMD.binarize(wc.ds, threads),
+        args=lambda wc: CMD.binarize(wc.ds),
     shell:
-        "python -m pipeline_lib binarize {params.args} > {log:q} 2>&1"
+        "python -m pipeline_lib binarize {params.args} --workers {threads}"
+        " > {log:q} 2>&1"
+
+
+# The test split with the training vocabulary (a back-translation mix: its base dataset's test text).
+rule binarize_test:
+    input:
+        text=lambda wc: PLAN.bpe_test_marker(wc.ds),
+        vocab=f"{W}/data/{{ds}}/bin/meta.json",
+    output:
+        f"{W}/data/{{ds}}/bin-test/meta.json",
+    log:
+        f"{L}/binarize_test/{{ds}}.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        args=lambda wc: CMD.binarize_test(wc.ds),
+    shell:
+        "python -m pipeline_lib binarize {params.args} --workers {threads}"
+        " > {log:q} 2>&1"
