@@ -178,7 +178,7 @@ def test_moses_lang_tokenizes_detokenized_inputs() -> None:
 
     from pipeline_lib.evaluate.cli_score import _tokenized_inputs
 
-    args = Namespace(hyp="h", ref="r", hyp_tok=None, ref_tok=None, moses_lang="en")
+    args = Namespace(hyp="h", ref="r", hyp_tok=None, ref_tok=None, ref_tok_meta=None, moses_lang="en")
     hyp_tok, ref_tok, _ = _tokenized_inputs(args, ['He said: "a well-known fact."'], ["It's fine."])
     assert hyp_tok == ["He said : &quot; a well @-@ known fact . &quot;"]
     assert ref_tok == ["It &apos;s fine ."]

@@ -12,12 +12,13 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from pipeline_lib.cli import main
-from pipeline_lib.data.moses import tokenize_like_test_set
+from pipeline_lib.data.moses import FAIRSEQ_TEST, tokenize_like_test_set
 from pipeline_lib.evaluate import metrics as M
 
 TINY = Path(__file__).resolve().parent / "data" / "workflow_tiny"
@@ -110,13 +111,15 @@ def test_score_tokenizes_the_hypothesis_like_the_reference(multi_bleu: Path, tmp
     lines = (TINY / "test.fr").read_text().splitlines()[:20] + [QUOTED]
     ref_raw = tmp_path / "ref.fr"
     ref_raw.write_text("".join(line + "\n" for line in lines))
-    ref_tok = tmp_path / "ref.tok.fr"
+    ref_tok = tmp_path / "test.fr"
     ref_tok.write_text("".join(t + "\n" for t in tokenize_like_test_set(lines, "fr")))
+    meta = tmp_path / "meta.json"  # as preprocess records the test split's tokenization
+    meta.write_text(json.dumps({"tokenization": {"test": asdict(FAIRSEQ_TEST)}}))
     hyp = tmp_path / "hyp.fr"
     hyp.write_text("".join(line + "\n" for line in _system(lines[:-1], seed=5) + [QUOTED]))
     out = tmp_path / "score.json"
-    assert main(["score", "--hyp", str(hyp), "--ref", str(ref_raw), "--ref-tok", str(ref_tok),
-                 "--moses-lang", "fr", "--metrics", "tok_bleu", "--output", str(out)]) == 0  # fmt: skip
+    assert main(["score", "--hyp", str(hyp), "--ref", str(ref_raw), "--ref-tok", str(ref_tok), "--ref-tok-meta",
+                 str(meta), "--moses-lang", "fr", "--metrics", "tok_bleu", "--output", str(out)]) == 0  # fmt: skip
     ours = json.loads(out.read_text())["scores"]["tok_bleu"]["score"]
     hyp_tok = tokenize_like_test_set(hyp.read_text().splitlines(), "fr")
     assert round(ours, 2) == pytest.approx(

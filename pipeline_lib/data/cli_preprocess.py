@@ -20,7 +20,11 @@ or invalid UTF-8 is reported as ``file:line``; a cleaned split left empty is an 
 longer than ``--hard-limit`` tokens (10k) are dropped untokenized and counted.
 
 Outputs: ``{split}.{lang}`` plus ``meta.json`` (languages, ``moses_tokenized``, settings,
-per-split counts of kept and dropped pairs by reason).
+per-split counts of kept and dropped pairs by reason). Each cleaned split also gets
+``{split}.dropped.tsv`` (``mono.{lang}.dropped.tsv``), named in meta.json as the split's
+``dropped_file``: one row per dropped pair with its 1-based line number in the raw input, the
+reason (the meta.json counter's name) and the raw source and target, each cut at
+``DROPPED_TEXT_CHARS`` characters (a cut ends in ``…``; a tab in the text is written ``\\t``).
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import IO
 
 from tqdm import tqdm
 
@@ -51,6 +56,9 @@ EVAL_SPLITS = ("valid", "test")
 # Cleaning that removes more than this share of a split is worth a look (wrong --ratio for the
 # language pair, misaligned files): warned about in the log, in meta.json and in the report.
 CLEANING_WARNING_SHARE = 0.2
+
+# Enough of a dropped line to recognize it and grep for it; a 10k-token line would bloat the list.
+DROPPED_TEXT_CHARS = 200
 
 
 def cleaning_warning(split: str, n_in: int, n_out: int, reasons: dict[str, int]) -> str | None:
@@ -104,6 +112,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-size", type=int, default=2000, help="lines per parallel work unit")
 
 
+def _excerpt(text: str) -> str:
+    """A raw line as one TSV field: tabs escaped, cut at ``DROPPED_TEXT_CHARS`` characters."""
+    text = text.replace("\t", "\\t")
+    return text if len(text) <= DROPPED_TEXT_CHARS else text[: DROPPED_TEXT_CHARS - 1] + "…"
+
+
+# (1-based line number in the raw input, reason, excerpts of the raw columns)
+Dropped = tuple[int, str, tuple[str, ...]]
+
+
+def clean_numbered_chunk(
+    items: list[tuple[int, tuple[str, ...]]],
+) -> tuple[list[tuple[str, ...] | None], Counter[str], list[Dropped]]:
+    """``moses.process_chunk`` on numbered rows, also returning each dropped row with its reason
+    (a worker function: the pool's initializer is ``moses.init_worker``). Rows go through one at a
+    time so that the one-row counter is the row's reason; the tokenizer, not this, is the cost."""
+    out: list[tuple[str, ...] | None] = []
+    stats: Counter[str] = Counter()
+    dropped: list[Dropped] = []
+    for lineno, row in items:
+        (result,), why = moses.process_chunk([row])
+        out.append(result)
+        stats.update(why)
+        if result is None:
+            dropped.append((lineno, next(iter(why)), tuple(_excerpt(col) for col in row)))
+    return out, stats, dropped
+
+
 def _pair_key(row: tuple[str, ...]) -> bytes:
     return hashlib.blake2b("\t".join(row).encode("utf-8"), digest_size=12).digest()
 
@@ -116,7 +152,8 @@ class _Split:
     ) -> None:
         self.name, self.files, self.every, self.take, self.limit = name, files, every, take, limit
 
-    def rows(self) -> Iterator[tuple[str, ...]]:
+    def numbered_rows(self) -> Iterator[tuple[int, tuple[str, ...]]]:
+        """(1-based line number in the raw files, row) of the split's rows."""
         it = read_parallel(*self.files) if len(self.files) == 2 else ((s,) for s in read_lines(self.files[0]))
         kept = 0
         for i, row in enumerate(it, 1):
@@ -125,7 +162,10 @@ class _Split:
             if self.limit is not None and kept >= self.limit:
                 return
             kept += 1
-            yield row
+            yield i, row
+
+    def rows(self) -> Iterator[tuple[str, ...]]:
+        return (row for _, row in self.numbered_rows())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,6 +234,13 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
+def _write_dropped(out: IO[str] | None, dropped: Dropped) -> None:
+    if out is not None:  # None: an uncleaned split, which drops nothing
+        lineno, reason, cols = dropped
+        out.write("\t".join((str(lineno), reason, *cols)))
+        out.write("\n")
+
+
 def _tok_config(split: str, tok_cfg: moses.TokConfig, normalize_test: bool) -> moses.TokConfig:
     """Test sets of the Moses path get the fairseq scripts' test treatment (see module docstring)."""
     if split != "test" or normalize_test or not tok_cfg.tokenize:
@@ -211,12 +258,15 @@ def _write(
     clean_cfg: moses.CleanConfig,
 ) -> int:
     stats: dict[str, dict] = {}
+    schemes: dict[str, dict] = {}
     with AtomicGroup() as group:
         for sp in plan:
             is_mono = len(sp.files) == 1
             out_langs = (sp.files[0].suffix[1:],) if is_mono else langs
             cleaned = is_mono or sp.name in args.clean_splits
             split_cfg = _tok_config(sp.name, tok_cfg, args.normalize_test)
+            if not is_mono:  # scoring tokenizes hypotheses with it (evaluate/reference_scheme.py)
+                schemes[sp.name] = asdict(split_cfg)
             tmp_paths = [group.tmp_for(args.out_dir / f"{sp.name}.{lang}") for lang in out_langs]
             # Evaluation splits also keep the original text of the surviving pairs: the references
             # that scoring needs once cleaning has dropped lines (or carved valid out of train).
@@ -225,9 +275,17 @@ def _write(
                 if not is_mono and sp.name in EVAL_SPLITS
                 else []
             )
+            dropped_name = f"{sp.files[0].name if is_mono else sp.name}.dropped.tsv"
+            dropped_path = group.tmp_for(args.out_dir / dropped_name) if cleaned else None
             outs = [open(t, "w", encoding="utf-8", newline="\n") for t in tmp_paths]  # noqa: SIM115
             refs = [open(t, "w", encoding="utf-8", newline="\n") for t in ref_paths]  # noqa: SIM115
-            originals = sp.rows() if refs else None
+            drops = open(dropped_path, "w", encoding="utf-8", newline="\n") if dropped_path else None  # noqa: SIM115
+            if drops is not None:
+                drops.write("\t".join(("line", "reason", *(("text",) if is_mono else ("source", "target")))))
+                drops.write("\n")
+            dedup = args.dedup and cleaned
+            # The raw text again, beside the workers' results: references, and duplicates' lines.
+            originals = sp.numbered_rows() if refs or dedup else None
             reasons: Counter[str] = Counter()
             seen: set[bytes] = set()
             n_in = n_out = 0
@@ -236,25 +294,29 @@ def _write(
                 total = sp.total  # type: ignore[attr-defined]
                 bar = tqdm(total=total, desc=f"preprocess {sp.name}", unit="line", disable=None)
                 results = map_chunks(
-                    moses.process_chunk,
-                    sp.rows(),
+                    clean_numbered_chunk,
+                    sp.numbered_rows(),
                     workers=args.workers,
                     chunk_size=args.chunk_size,
                     initializer=moses.init_worker,
                     initargs=(out_langs, split_cfg, clean_cfg if cleaned else None),
                 )
-                for rows, chunk_stats in results:
+                for rows, chunk_stats, chunk_dropped in results:
                     reasons.update(chunk_stats)
                     n_in += len(rows)
                     bar.update(len(rows))
+                    cleaned_away = iter(chunk_dropped)  # in row order
                     for row in rows:
-                        original = next(originals) if originals is not None else None
+                        lineno, original = next(originals) if originals is not None else (0, None)
                         if row is None:
+                            _write_dropped(drops, next(cleaned_away))
                             continue
-                        if args.dedup and cleaned:
+                        if dedup:
                             key = _pair_key(row)
                             if key in seen:
                                 reasons["duplicate"] += 1
+                                assert original is not None
+                                _write_dropped(drops, (lineno, "duplicate", tuple(map(_excerpt, original))))
                                 continue
                             seen.add(key)
                         for f, col in zip(outs, row, strict=True):
@@ -267,7 +329,7 @@ def _write(
                         n_out += 1
                 bar.close()
             finally:
-                for f in outs + refs:
+                for f in outs + refs + ([drops] if drops is not None else []):
                     f.close()
             if n_out == 0:
                 detail = ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())) or "no input lines"
@@ -277,6 +339,8 @@ def _write(
                 )
             dt = time.perf_counter() - t0
             stats[sp.name] = {"input": n_in, "kept": n_out, "removed": dict(sorted(reasons.items()))}
+            if cleaned:
+                stats[sp.name]["dropped_file"] = dropped_name  # beside meta.json
             if sp.crlf:  # type: ignore[attr-defined]
                 # CRLF line ends are normalized to LF (the CR is never content); counted per split.
                 stats[sp.name]["crlf_normalized"] = sp.crlf  # type: ignore[attr-defined]
@@ -313,6 +377,7 @@ def _write(
                 "valid_every": args.valid_every,
             },
             "splits": stats,
+            "tokenization": schemes,
         }
         meta_tmp = group.tmp_for(args.out_dir / "meta.json")
         meta_tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -83,10 +83,15 @@ class LinePreprocessor:
         return line.lower() if self.cfg.lowercase else line
 
 
-def tokenize_like_test_set(lines: list[str], lang: str) -> list[str]:
-    """Tokenize text (a reference, or a detokenized hypothesis) as the fairseq scripts tokenize test."""
-    pre = LinePreprocessor(lang, FAIRSEQ_TEST)
+def tokenize_lines(lines: list[str], lang: str, cfg: TokConfig = FAIRSEQ_TEST) -> list[str]:
+    """Tokenize text (a reference, or a detokenized hypothesis) with ``cfg`` (default: as the fairseq
+    scripts tokenize test)."""
+    pre = LinePreprocessor(lang, cfg)
     return [pre(line) for line in lines]
+
+
+def tokenize_like_test_set(lines: list[str], lang: str) -> list[str]:
+    return tokenize_lines(lines, lang, FAIRSEQ_TEST)
 
 
 def clean_reason(n_src: int, n_tgt: int, cfg: CleanConfig) -> str | None:

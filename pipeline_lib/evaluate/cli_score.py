@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_json
-from pipeline_lib.data.moses import tokenize_like_test_set
+from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
 from pipeline_lib.diverged import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import metrics as M
+from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import check_same_length, read_segments
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tok = p.add_argument_group("tokenized BLEU (multi-bleu.perl convention)")
     tok.add_argument("--hyp-tok", help="Moses-tokenized hypothesis (BPE removed)")
     tok.add_argument("--ref-tok", help="Moses-tokenized reference")
+    tok.add_argument(
+        "--ref-tok-meta",
+        help="preprocess's meta.json beside --ref-tok: the hypothesis is tokenized as it records the "
+        "reference's split was (needed with --ref-tok and --moses-lang)",
+    )
     tok.add_argument(
         "--moses-lang",
         help="tokenize whichever of --hyp-tok/--ref-tok is missing from the detokenized file as fairseq's "
@@ -69,8 +75,14 @@ def _tokenized_inputs(
         check_same_length(args.hyp_tok, hyp_tok, args.hyp, hyps)
         sources["hypothesis_tok"] = str(args.hyp_tok)
     elif args.moses_lang:
-        hyp_tok = tokenize_like_test_set(hyps, args.moses_lang)
-        sources["hypothesis_tok"] = f"fairseq test tokenization ({args.moses_lang}) of {args.hyp}"
+        scheme = hypothesis_scheme(args.ref_tok, args.ref_tok_meta)
+        hyp_tok = tokenize_lines(hyps, args.moses_lang, scheme)
+        how = (
+            f"the reference's tokenization ({args.ref_tok_meta})"
+            if args.ref_tok
+            else "fairseq test tokenization"
+        )
+        sources["hypothesis_tok"] = f"{how} ({args.moses_lang}) of {args.hyp}"
     else:
         raise ConfigError("--ref-tok given without --hyp-tok: give --hyp-tok or --moses-lang")
     if args.ref_tok:

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_json, write_text
-from pipeline_lib.data.moses import tokenize_like_test_set
+from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import significance as S
 from pipeline_lib.evaluate.metrics import split_compounds
+from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import (
     check_same_length,
     read_segments,
@@ -46,9 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tok = p.add_argument_group("tokenized BLEU (--metrics tok_bleu)")
     tok.add_argument("--ref-tok", help="tokenized reference (default: tokenize --ref as below)")
     tok.add_argument(
+        "--ref-tok-meta",
+        help="preprocess's meta.json beside --ref-tok: hypotheses are tokenized as it records the "
+        "reference's split was (needed with --ref-tok)",
+    )
+    tok.add_argument(
         "--moses-lang",
-        help="target language: hypotheses (and --ref without --ref-tok) are tokenized as fairseq's "
-        "prepare-wmt14 scripts tokenize test",
+        help="target language: hypotheses are tokenized as --ref-tok-meta records the reference was "
+        "(without --ref-tok, both sides as fairseq's prepare-wmt14 scripts tokenize test)",
     )
     tok.add_argument("--compound-split", action="store_true", help="En-De ##AT## split on both sides")
     p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples (sacrebleu: 1000)")
@@ -78,7 +84,8 @@ def _tokenized_view(
         check_same_length(args.ref_tok, ref_tok, args.ref, refs)
     else:
         ref_tok = tokenize_like_test_set(refs, args.moses_lang)
-    named_tok = [(name, tokenize_like_test_set(hyps, args.moses_lang)) for name, hyps in named]
+    scheme = hypothesis_scheme(args.ref_tok, args.ref_tok_meta)
+    named_tok = [(name, tokenize_lines(hyps, args.moses_lang, scheme)) for name, hyps in named]
     if args.compound_split:
         ref_tok = [split_compounds(r) for r in ref_tok]
         named_tok = [(name, [split_compounds(h) for h in hyps]) for name, hyps in named_tok]

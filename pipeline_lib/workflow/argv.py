@@ -336,6 +336,7 @@ class Commands:
         moses = self.plan.datasets[ds].get("subword", {}).get("kind", "bpe") == "bpe"
         return [
             ("ref-tok", f"{self.plan.tok_dir(ds, split)}/{split}.{tgt}" if moses else None),
+            ("ref-tok-meta", f"{self.plan.tok_dir(ds, split)}/meta.json" if moses else None),
             ("moses-lang", tgt),
             ("compound-split", bool(self.plan.datasets[ds].get("compound_split"))),
         ]

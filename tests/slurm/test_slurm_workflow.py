@@ -127,8 +127,8 @@ def test_preempted_training_is_retried_and_resumes_exactly(tmp_path: Path, slurm
     exps = work / "work" / "experiments"
     cmd, env = snakemake_command(
         work,
-        "work/experiments/preempted/status.json",
-        "work/experiments/reference/status.json",
+        "work/experiments/preempted/trained.json",
+        "work/experiments/reference/trained.json",
         profile=profile,
         cores=None,
     )
