@@ -24,9 +24,14 @@ REPO = Path(__file__).resolve().parent.parent
 # (dropout, attention, activation), lr, warmup, max epochs, averaged checkpoints, beam, lenpen,
 # target tokens per update: the recipe shared by every row of a config
 RECIPES = {
-    "config.wmt14_en_fr.yaml": ((0.2, 0.1, 0.1), 7e-4, 8000, 50, 10, 10, 1.0, 458_752),
+    "config.wmt14_en_fr.yaml": ((0.1, 0.1, 0.1), 7e-4, 8000, 50, 10, 10, 1.0, 458_752),
     "config.wmt14_en_de.yaml": ((0.1, 0.1, 0.1), 1e-3, 4000, 50, 10, 4, 0.6, 114_688),
 }
+# Rows whose dropout trio differs from their config's: deepnmt's 60L-12L Admin (run_wmt14_en_fr.sh:61);
+# every other En-Fr row has TC's 0.1 / 0.1 / 0.1 (wmt14_en-fr.md:27,50,76,100,126)
+ROW_DROPOUTS = {"enfr_60L12L_admin": (0.2, 0.1, 0.1), "enfr_60L12L_admin_bt": (0.2, 0.1, 0.1)}
+# Where the reference eval passes no --max-len-a/b: fairseq-generate's defaults (a 0, b 200)
+FAIRSEQ_MAX_LEN = (0.0, 200)
 # experiment: (encoder layers, decoder layers, d_model, residual, GPUs)
 ROWS = {
     "config.wmt14_en_fr.yaml": {
@@ -94,7 +99,8 @@ def test_every_paper_experiment_resolves_to_its_sources_values(config: str, monk
             "amp": train.amp,
         }
         want = {
-            "layers": (enc, dec), "d_model": d_model, "residual": residual, "dropouts": dropouts, "lr": lr,
+            "layers": (enc, dec), "d_model": d_model, "residual": residual,
+            "dropouts": ROW_DROPOUTS.get(name, dropouts), "lr": lr,
             "warmup": warmup, "epochs": epochs, "optimizer": "radam", "amp": "fp16",
         }  # fmt: skip
         assert got == want, name
@@ -105,16 +111,20 @@ def test_every_paper_experiment_resolves_to_its_sources_values(config: str, monk
         assert avg.num_epoch_checkpoints == average, name
         decode = _parse("translate", commands.translate(name, "test", threads=1))
         assert (decode.beam, decode.lenpen) == (beam, lenpen), name
+        assert (decode.max_len_a, decode.max_len_b) == FAIRSEQ_MAX_LEN, name
 
 
 def test_iwslt14_fig10_config_resolves_to_its_sources_values(monkeypatch):
-    """Table 2's IWSLT'14 rows follow fairseq's IWSLT recipe; the Figure 10 grid is the same recipe
-    with no warm-up, 5 learning rates x 3 beta2 x 3 methods, one GPU per run."""
+    """Table 2's IWSLT'14 rows follow TC's recipe (iwslt14_de-en.md:14-108: RAdam 7e-4, warm-up 6000,
+    100k updates, fp16, seeds 1111..5555, average of the last 10 epochs); the Figure 10 grid is TC's
+    "No Warmup" (:168-245): RAdam, linear schedule, warm-up 1 from 1e-7, lr {1..5}e-4 x beta2
+    {0.99, 0.995, 0.999}, seed 1111, each cell averaged, decoded (fairseq's max-len defaults) and scored."""
     monkeypatch.chdir(REPO)
     plan = check([Path("config.iwslt14_fig10.yaml")], REPO)
     commands = Commands(plan)
     rows = {n for n in plan.experiments if not n.startswith("stability-")}
-    assert rows == {f"iwslt_6L6L_{m}_s{s}" for m in ("postln", "preln", "admin") for s in (1, 2, 3)}
+    assert rows == {f"iwslt_6L6L_{m}_s{s}" for m in ("postln", "preln", "admin") for s in range(1, 6)}
+    seeds: dict[str, set[int]] = {}
     grid = set()
     for name in plan.experiments:
         train = _parse("train", commands.train(name, threads=1))
@@ -122,24 +132,32 @@ def test_iwslt14_fig10_config_resolves_to_its_sources_values(monkeypatch):
             6, 6, 512, 1024, 4,
         ), name  # fmt: skip
         assert (train.dropout, train.attention_dropout, train.activation_dropout) == (0.3, 0.1, 0.1), name
-        assert (train.optimizer, train.weight_decay, train.label_smoothing, train.amp) == (
-            "adam", 1e-4, 0.1, "none",
+        assert (train.optimizer, train.weight_decay, train.label_smoothing, train.clip_norm, train.amp) == (
+            "radam", 1e-4, 0.1, 0.0, "fp16",
         ), name  # fmt: skip
+        assert (train.warmup_init_lr, train.max_update, train.max_epoch) == (1e-7, 100_000, 0), name
         assert effective_batch(plan, name)[0] == 1 and train.max_tokens * train.update_freq == 4096, name
+        avg = _parse("average", commands.average(name))
+        assert avg.num_epoch_checkpoints == 10, name
+        decode = _parse("translate", commands.translate(name, "test", threads=1))
+        assert (decode.beam, decode.lenpen, decode.max_len_a, decode.max_len_b) == (5, 1.0, 0.0, 200), name
         if name in rows:
-            assert (train.lr, train.warmup_updates, train.max_epoch, train.adam_betas) == (
-                5e-4, 4000, 50, (0.9, 0.98),
+            assert (train.lr, train.lr_scheduler, train.warmup_updates, train.adam_betas) == (
+                7e-4, "inverse_sqrt", 6000, (0.9, 0.98),
             ), name  # fmt: skip
-            avg = _parse("average", commands.average(name))
-            assert avg.num_epoch_checkpoints == 1, name
-            decode = _parse("translate", commands.translate(name, "test", threads=1))
-            assert (decode.beam, decode.lenpen) == (5, 1.0), name
+            seeds.setdefault(train.residual, set()).add(train.seed)
         else:
-            assert (train.warmup_updates, train.max_update, train.max_epoch) == (0, 50_000, 0), name
-            assert (train.lr_scheduler, train.divergence_after) == ("inverse_sqrt", 8000), name
+            assert (train.lr_scheduler, train.warmup_updates, train.seed) == ("linear", 1, 1111), name
+            assert train.adam_betas[0] == 0.9 and train.divergence_after == 8000, name
             grid.add((train.residual, train.lr, train.adam_betas[1]))
-    lrs, betas = (1e-4, 3e-4, 5e-4, 7e-4, 1e-3), (0.98, 0.99, 0.999)
+    assert seeds == {m: {1111, 2222, 3333, 4444, 5555} for m in ("post_ln", "pre_ln", "admin")}
+    lrs, betas = (1e-4, 2e-4, 3e-4, 4e-4, 5e-4), (0.99, 0.995, 0.999)
     assert grid == {(m, lr, b) for m in ("post_ln", "pre_ln", "admin") for lr in lrs for b in betas}
+    # every cell is decoded and scored, and the map reads each cell's score
+    grid_runs = set(plan.stability_runs)
+    assert {plan.score_file(n) for n in grid_runs} <= set(plan.all_targets())
+    spec_runs = plan.report_spec()["stability"]["runs"]
+    assert {spec_runs[n]["score"] for n in grid_runs} == {plan.score_file(n) for n in grid_runs}
 
 
 # Wang et al. 2019 / Xu et al. 2020: experiment -> (enc, dec, residual, dlcl_norm, init, lr, warmup, beta2,
@@ -148,7 +166,7 @@ WANG_DEEP_PRE = (2e-3, 16000, 0.997, (0.1, 0.1, 0.1), 50_000, 65_536, (5, "epoch
 WANG_DEEP_POST = (2e-3, 16000, 0.98, (0.1, 0.0, 0.0), 50_000, 65_536, (5, "epoch"))
 WANG_BASE_PRE = (1e-3, 8000, 0.997, (0.1, 0.1, 0.1), 100_000, 32_768, (5, "epoch"))
 WANG_BASE_POST = (7e-4, 4000, 0.98, (0.1, 0.0, 0.0), 100_000, 32_768, (5, "epoch"))
-XU = (4.94e-4, 8000, 0.98, (0.1, 0.0, 0.0), 100_000, 25_600, (5, "update"))
+XU = (4.94e-4, 8000, 0.98, (0.1, 0.1, 0.1), 100_000, 25_600, (5, "update"))  # Neutron cnfg/base.py:58-60
 DLCL_LIPSCHITZ_ROWS = {
     "wang_post_6L": ((6, 6, "post_ln", "xavier"), WANG_BASE_POST),
     "wang_post_20L": ((20, 6, "post_ln", "xavier"), WANG_DEEP_POST),
@@ -190,4 +208,7 @@ def test_dlcl_and_lipschitz_config_resolves_to_each_papers_recipe(monkeypatch):
         got_average = avg.num_epoch_checkpoints if kind == "epoch" else avg.num_update_checkpoints
         assert got_average == average, name
         decode = _parse("translate", commands.translate(name, "test", threads=1))
-        assert (decode.beam, decode.lenpen) == (4, 0.6), name
+        # Wang: dlcl generate.py, beam 4, lenpen 0.6, fairseq's max-len defaults; Xu: Neutron's
+        # beam 4, length_penalty 0.0, src_len + 64 (cnfg/base.py:72-73, transformer/NMT.py:66)
+        want = (4, 0.0, 1.0, 64) if name.startswith("xu_") else (4, 0.6, *FAIRSEQ_MAX_LEN)
+        assert (decode.beam, decode.lenpen, decode.max_len_a, decode.max_len_b) == want, name

@@ -1,5 +1,6 @@
 """The stability map: the Admin paper's Figure 10 grid (learning rate x Adam beta2, no warm-up), one
-panel per method and depth, each cell the fraction of seeds that converged and their dev perplexity.
+panel per method and depth, each cell the fraction of seeds that converged, their dev perplexity and,
+where the grid is decoded (``stability_map.decode``), their test BLEU, as the paper's figure shows.
 
 The verdict is the trainer's (``status.json``: the divergence rule of
 :mod:`pipeline_lib.train.divergence`, the same rule the tables use); this module only reads and draws.
@@ -27,6 +28,7 @@ class Seed:
     dev_ppl: float | None
     final_train_nll: float | None  # bits/token, the last logged interval
     threshold_bits: float | None  # the divergence threshold the trainer judged this run against
+    bleu: float | None = None  # the scored split's BLEU (tokenized where scored so), None if not decoded
 
     @property
     def converged(self) -> bool:
@@ -43,6 +45,8 @@ def read_grid(stab: dict[str, Any]) -> dict[Cell, list[Seed]]:
         valid = status.get("valid") or {}
         log_path = run.get("train_log")
         points = read_train_log(log_path).train_points if log_path and Path(log_path).is_file() else []
+        score_path = run.get("score")
+        score = read_json(score_path) if score_path and Path(score_path).is_file() else {}
         seed = Seed(
             seed=int(run.get("seed", 1)),
             status=status.get("status", "?"),
@@ -51,12 +55,27 @@ def read_grid(stab: dict[str, Any]) -> dict[Cell, list[Seed]]:
             dev_ppl=valid.get("ppl"),
             final_train_nll=math.log2(points[-1][1]) if points else None,
             threshold_bits=status.get("divergence_threshold_bits"),
+            bleu=score_bleu(score),
         )
         key = (run["method"], run["depth"], float(run["lr"]), float(run.get("beta2", math.nan)))
         grid.setdefault(key, []).append(seed)
     for seeds in grid.values():
         seeds.sort(key=lambda s: s.seed)
     return grid
+
+
+BLEU_KEYS = ("tok_bleu", "bleu")  # the figure's metric is fairseq-generate's (tokenized) BLEU
+
+
+def score_bleu(score: dict[str, Any]) -> float | None:
+    """A score file's BLEU, tokenized if it has it (a diverged run's placeholder has none)."""
+    scores = score.get("scores") or {}
+    key = next((k for k in BLEU_KEYS if k in scores), None)
+    return None if key is None else float(scores[key]["score"])
+
+
+def decoded(stab: dict[str, Any]) -> bool:
+    return any(run.get("score") for run in stab["runs"].values())
 
 
 def _axes(stab: dict[str, Any]) -> tuple[list[str], list[str], list[float], list[float]]:
@@ -73,7 +92,7 @@ def cell_text(seeds: list[Seed]) -> str:
     parts = []
     for s in seeds:
         if s.converged:
-            parts.append(_ppl(s.dev_ppl))
+            parts.append(_ppl(s.dev_ppl) + ("" if s.bleu is None else f", BLEU {s.bleu:.2f}"))
         else:
             parts.append(f"{CLAUSE_WORDS.get(s.criterion or '', s.status)} at {s.update} ({_ppl(s.dev_ppl)})")
     head = f"**{ok}/{len(seeds)}**" if ok < len(seeds) else f"{ok}/{len(seeds)}"
@@ -88,14 +107,19 @@ def render_markdown(stab: dict[str, Any], grid: dict[Cell, list[Seed]]) -> str:
     methods, depths, lrs, betas = _axes(stab)
     rule = stab.get("rule", {})
     lines = [
-        "# Stability map (the Admin paper's Figure 10 at CPU scale)",
+        "# Stability map (the Admin paper's Figure 10)",
         "",
         stab.get("setup", ""),
         "",
-        "Cell: converged seeds / seeds, then each seed's dev perplexity at its last update; a diverged "
-        "seed shows the clause that fired, the update, and its dev perplexity in brackets. "
+        "Cell: converged seeds / seeds, then each seed's dev perplexity at its last update"
+        + (", and its test BLEU (tokenized where the config scores it so)" if decoded(stab) else "")
+        + "; a diverged seed shows the clause that fired, the update, and its dev perplexity in brackets. "
         f"Diverged ({rule.get('text', 'the trainer divergence rule')}): the same rule as the tables. "
-        "BLEU is not reported: at this budget no model translates, and dev perplexity is the measure.",
+        + (
+            ""
+            if decoded(stab)
+            else "BLEU is not reported (stability_map.decode is off): dev perplexity is the measure."
+        ),
         "",
     ]
     for method in methods:
@@ -159,7 +183,9 @@ def draw(stab: dict[str, Any], grid: dict[Cell, list[Seed]], path: str) -> None:
                 seeds = grid.get((method, depth, lr, b), [])
                 ok = sum(s.converged for s in seeds)
                 ppls = [s.dev_ppl for s in seeds if s.converged and s.dev_ppl is not None]
+                bleus = [s.bleu for s in seeds if s.converged and s.bleu is not None]
                 text = f"{ok}/{len(seeds)}" + (f"\n{sum(ppls) / len(ppls):.0f}" if ppls else "")
+                text += f"\nBLEU {sum(bleus) / len(bleus):.1f}" if bleus else ""
                 ax.text(j, i, text, ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(betas)))
         ax.set_xticklabels([_beta_label(b).replace("β2 ", "") for b in betas])
@@ -171,7 +197,7 @@ def draw(stab: dict[str, Any], grid: dict[Cell, list[Seed]], path: str) -> None:
         row[0].set_ylabel("learning rate")
     fig.suptitle(
         f"Stability map, {stab['max_update']} updates, no warm-up: converged seeds / seeds, "
-        "mean dev perplexity of the converged",
+        "mean dev perplexity" + (" and BLEU" if decoded(stab) else "") + " of the converged",
         fontsize=9,
     )
     fig.tight_layout()

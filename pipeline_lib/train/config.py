@@ -16,7 +16,7 @@ from pipeline_lib.cpu.onednn import CPU_GEMMS
 from pipeline_lib.errors import ConfigError
 
 OPTIMIZERS = ("radam", "adam")
-LR_SCHEDULERS = ("inverse_sqrt", "fixed")
+LR_SCHEDULERS = ("inverse_sqrt", "fixed", "linear")
 AMP_MODES = ("none", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 PROGRESS_MODES = ("auto", "lines", "tqdm", "none")
@@ -79,7 +79,8 @@ class TrainConfig:
     lr_scheduler: str = setting(
         "inverse_sqrt",
         "after the linear warm-up: inverse_sqrt decays as 1/sqrt(update) (from update 1 with no warm-up); "
-        "fixed keeps the peak rate (fairseq's schedulers of these names)",
+        "fixed keeps the peak rate (fairseq's schedulers of these names); linear decays to 0 at "
+        "--max-update (Transformer-Clinic's, Admin Figure 10)",
         recipe=True,
         group=OPTIM,
         choices=LR_SCHEDULERS,
@@ -248,6 +249,10 @@ class TrainConfig:
         if self.keep_last_epochs < -1:
             raise ConfigError(
                 f"train.keep_last_epochs (--keep-last-epochs) must be >= -1, got {self.keep_last_epochs}"
+            )
+        if self.lr_scheduler == "linear" and self.max_update <= self.warmup_updates:
+            raise ConfigError(
+                "train.lr_scheduler=linear decays to 0 at --max-update: set it above --warmup-updates"
             )
         if self.max_epoch == 0 and self.max_update == 0:
             raise ConfigError(

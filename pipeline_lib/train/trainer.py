@@ -164,7 +164,12 @@ class Trainer:
             **({"fused": True} if optim_cls is torch.optim.Adam else {"foreach": True}),
         )
         self.schedule = LrSchedule(
-            self.optimizer, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr, decay=cfg.lr_scheduler
+            self.optimizer,
+            cfg.lr,
+            cfg.warmup_updates,
+            cfg.warmup_init_lr,
+            decay=cfg.lr_scheduler,
+            max_update=cfg.max_update,
         )
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
         self.num_updates = 0

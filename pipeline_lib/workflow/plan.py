@@ -339,6 +339,7 @@ class Plan:
                         **e["stability"],
                         "status": self.status_file(n),
                         "train_log": f"{self.exp_dir(n)}/train_log.jsonl",
+                        "score": self.score_file(n) if self.stability.get("decode") else None,
                     }
                     for n, e in self.stability_runs.items()
                 },
@@ -374,11 +375,18 @@ class Plan:
         """The datasets of the tabled experiments, whose cleaning counts the report shows."""
         return list(dict.fromkeys(self.eval_dataset(n) for n in self.table_experiments()))
 
+    def stability_scores(self) -> list[str]:
+        """The grid runs' score files when the map is decoded (Admin Figure 10 shows BLEU per cell)."""
+        if not (self.stability and self.stability.get("decode")):
+            return []
+        return [self.score_file(n) for n in self.stability_runs]
+
     def all_targets(self) -> list[str]:
         targets = [f"{self.results}/tables.md", f"{self.results}/plots/learning_curves.png"]
         targets += [self.score_file(n) for n in self.config["experiments"]]
         if self.analysis_systems():
             targets.append(f"{self.results}/analysis/analysis.json")
         if self.stability:
+            targets += self.stability_scores()
             targets.append(f"{self.results}/plots/stability_map.png")
         return targets

@@ -67,6 +67,8 @@ rule stability_map:
     input:
         spec=f"{R}/report_spec.json",
         trained=[PLAN.trained_marker(n) for n in PLAN.stability_runs],
+        # a decoded grid (stability_map.decode) shows each cell's BLEU beside its verdict
+        scores=PLAN.stability_scores(),
     output:
         plot=report(
             f"{R}/plots/stability_map.png",
