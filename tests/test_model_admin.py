@@ -198,3 +198,25 @@ def test_closed_form_equals_the_admin_authors_package(sublayers: int) -> None:
     import admin_torch  # a dev dependency: pyproject.toml
 
     assert closed_form_omega(sublayers) == pytest.approx(admin_torch.calculate_init(sublayers), rel=1e-12)
+
+
+def test_padding_tokens_embed_to_zero_as_in_fairseq_and_profiling_sees_it() -> None:
+    """fairseq zeroes the sinusoidal row it gives padding tokens (LiyuanLucasLiu/Transformer-Clinic@70f72b7
+    fairseq/fairseq/modules/sinusoidal_positional_embedding.py:51-52) as well as the token row, so a
+    padding token embeds to zero, and the reference's first Var[x·ω] (transformer_layer.py:193, over
+    the whole tensor, padding included) averages those zeros in."""
+    torch.manual_seed(0)
+    model = build_model(admin_config(dropout=0.0))
+    src, prev, tgt = sample_batch(3)
+    src[0, 4:] = 0  # pad_idx 0
+    src[5, 2:] = 0
+    pad = src.eq(0)
+    with torch.no_grad():
+        embedded = model.encoder.embed(src)
+    assert torch.count_nonzero(embedded[pad]) == 0
+    columns = torch.arange(src.shape[1]).expand_as(src)
+    expected = model.encoder.embed.table.weight[src] * math.sqrt(32) + model.encoder.embed.positions[columns]
+    torch.testing.assert_close(embedded[~pad], expected[~pad])  # real tokens as before
+    profile = profile_model(model, lambda m: loss_of(m, (src, prev, tgt)), {"sentences": 8})
+    whole = np.var(embedded.numpy().reshape(-1))  # numpy's population variance, zeros included
+    assert profile.residual_variances["encoder"][0] == pytest.approx(float(whole), rel=1e-5)

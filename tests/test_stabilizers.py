@@ -18,7 +18,8 @@ from pipeline_lib.model.stabilizers.t_fixup import t_fixup_gain
 
 # (N, M) -> values worked out from each paper's formula (python3 -c, 6 decimals):
 # DeepNorm enc α = 0.81(N⁴M)^(1/16), β = 0.87(N⁴M)^(-1/16); dec α = (3M)^(1/4), β = (12M)^(-1/4)
-# Sub-LN enc γ = sqrt(ln(3M) ln(2N) / 3), dec γ = sqrt(ln(3M)); T-Fixup enc 0.67 N^(-1/4), dec (9M)^(-1/4)
+# Sub-LN enc γ = sqrt(ln(3M) ln(2N) / 3), dec γ = sqrt(ln(3M)); T-Fixup enc 0.67 N^(-1/4), dec (9M)^(-1/4);
+# DeepNorm's torchscale encoder β = 1.15 (N⁴M)^(-1/16) (deepnorm_beta: torchscale)
 HAND = {
     (6, 6): dict(dn=(1.417938, 0.496989, 2.059767, 0.343295), subln=(1.547288, 1.700109), tfix=(0.428092, 0.368894)),
     (18, 18): dict(dn=(1.998746, 0.352571, 2.710806, 0.260847), subln=(2.182857, 1.997244), tfix=(0.325279, 0.280299)),
@@ -26,6 +27,13 @@ HAND = {
     (12, 6): dict(dn=(1.686222, 0.417916, 2.059767, 0.343295), subln=(1.749834, 1.700109), tfix=(0.359981, 0.368894)),
     (100, 100): dict(dn=(3.415742, 0.20631, 4.161791, 0.169904), subln=(3.173875, 2.388259), tfix=(0.211873, 0.182574)),
 }  # fmt: skip
+TORCHSCALE_BETA = {
+    (6, 6): 0.65694,
+    (18, 18): 0.466042,
+    (50, 50): 0.338665,
+    (12, 6): 0.552418,
+    (100, 100): 0.272708,
+}
 
 
 @pytest.mark.parametrize("depths", sorted(HAND))
@@ -41,10 +49,18 @@ def test_constants_equal_the_papers_formulas_worked_by_hand(depths: tuple[int, i
     assert (t_fixup_gain("encoder", n, m), t_fixup_gain("decoder", n, m)) == pytest.approx(
         hand["tfix"], abs=1e-6
     )
+    alpha, beta = deepnorm_constants("encoder", n, m, "torchscale")
+    assert (alpha, beta) == pytest.approx((hand["dn"][0], TORCHSCALE_BETA[depths]), abs=1e-6)
+    assert deepnorm_constants("decoder", n, m, "torchscale") == deepnorm_constants("decoder", n, m)
 
 
-def test_ds_init_gain_is_one_over_the_root_of_the_layer_number() -> None:
-    assert [ds_init_gain(layer) for layer in (1, 4, 9, 25)] == pytest.approx([1.0, 0.5, 1 / 3, 0.2])
+def test_ds_init_gain_is_the_layer_number_to_the_minus_quarter_or_half() -> None:
+    """code: Xavier's bound × l^(-1/4) (bzhangGo/zero's variance scale l^(-1/2)); paper: × l^(-1/2)."""
+    layers = (1, 4, 9, 16, 81)
+    assert [ds_init_gain(layer, "code") for layer in layers] == pytest.approx(
+        [1.0, 0.707107, 0.57735, 0.5, 1 / 3]
+    )
+    assert [ds_init_gain(layer, "paper") for layer in layers] == pytest.approx([1.0, 0.5, 1 / 3, 0.25, 1 / 9])
 
 
 def config(residual: str, n: int = 3, m: int = 2, **kw) -> ModelConfig:
@@ -83,19 +99,21 @@ def expected_gain(method: str, name: str, n: int, m: int) -> float:
     scaled = role.endswith((".v", ".out")) or role in ("fc1", "fc2")
     if method == "deepnorm":
         return deepnorm_constants(stack, n, m)[1] if scaled else 1.0
-    if method == "sub_ln":
-        return sub_ln_gain(stack, n, m) if scaled else 1.0
-    if method == "t_fixup":
-        return (
-            t_fixup_gain("decoder", n, m) if role == "embed" else t_fixup_gain(stack, n, m) if scaled else 1.0
-        )
+    if method == "sub_ln":  # torchscale skips the decoder's cross-attention
+        return sub_ln_gain(stack, n, m) if scaled and not role.startswith("cross") else 1.0
+    if method == "t_fixup":  # v at Xavier gain 1; the shared table takes the source factor (9N)^(-1/4)
+        if role == "embed":
+            return (9 * n) ** -0.25
+        return t_fixup_gain(stack, n, m) * (2**0.5 if role.endswith(".v") else 1.0) if scaled else 1.0
     if method == "ds_init":
         return 1.0 if role == "embed" else ds_init_gain(int(layer) + 1)
+    if method == "b2t":
+        return 1.0 if role == "embed" else {"encoder": n, "decoder": m}[stack] ** -0.5
     raise AssertionError(method)
 
 
 @pytest.mark.parametrize("method,base", [("deepnorm", "post_ln"), ("sub_ln", "pre_ln"), ("t_fixup", "post_ln"),
-                                         ("ds_init", "post_ln")])  # fmt: skip
+                                         ("ds_init", "post_ln"), ("b2t", "post_ln")])  # fmt: skip
 def test_init_rescales_exactly_the_weights_the_paper_names(method: str, base: str) -> None:
     n, m = 4, 3
     scaled, plain = pieces(seeded(config(method, n, m))), pieces(seeded(config(base, n, m)))
@@ -109,8 +127,8 @@ def test_rezero_and_t_fixup_have_no_layer_norm_and_rezero_starts_as_identity() -
         model = build_model(config(method))
         assert not any(isinstance(m, nn.LayerNorm) for m in model.modules()), method
     model = build_model(config("rezero")).eval()
-    alphas = [c.alpha for s in (model.encoder, model.decoder) for c in s.connections()]
-    assert len(alphas) == 2 * 3 + 3 * 2 and all(a.item() == 0.0 and a.requires_grad for a in alphas)
+    alphas = {id(c.alpha): c.alpha for s in (model.encoder, model.decoder) for c in s.connections()}
+    assert len(alphas) == 3 + 2 and all(a.item() == 0.0 and a.requires_grad for a in alphas.values())
     src = torch.randint(4, 40, (2, 5))
     embedded = model.encoder.embed(src)
     torch.testing.assert_close(model.encode(src).hidden, embedded)  # every layer is the identity at α = 0
@@ -119,10 +137,11 @@ def test_rezero_and_t_fixup_have_no_layer_norm_and_rezero_starts_as_identity() -
 def test_rezero_and_t_fixup_connections_add_the_branch_without_a_norm() -> None:
     x = torch.randn(2, 3, 16)
     model = build_model(config("rezero")).eval()
-    conn = model.encoder.layers[0].ffn_residual
-    conn.alpha.data.fill_(0.25)
-    f = model.encoder.layers[0].ffn
-    torch.testing.assert_close(conn(x, f), x + 0.25 * f(x))
+    layer = model.encoder.layers[0]
+    layer.ffn_residual.alpha.data.fill_(0.25)  # the layer's one α: its attention sub-layer uses it too
+    for conn, f in layer.sublayers():
+        torch.testing.assert_close(conn(x, f), x + 0.25 * f(x))
+    assert model.encoder.layers[1].ffn_residual.alpha.item() == 0.0  # another layer's α
     model = build_model(config("t_fixup")).eval()
     conn, f = model.encoder.layers[1].ffn_residual, model.encoder.layers[1].ffn
     torch.testing.assert_close(conn(x, f), x + f(x))
@@ -181,6 +200,8 @@ def test_resi_dual_adds_the_normalized_sum_of_every_branch_to_the_post_ln_output
             post, dual = conn.norm(post + update), dual + update
     expected = post + model.encoder.combiner.norm(dual)
     torch.testing.assert_close(model.encode(src).hidden, expected)
+    # the final LN's eps is the authors' (microsoft/ResiDual@8682f75 resi_dual/resi_dual.py:24,157)
+    assert model.encoder.combiner.norm.eps == model.decoder.combiner.norm.eps == 1e-7
 
 
 def train_a_little(model, steps: int = 5) -> None:

@@ -70,13 +70,17 @@ class MultiheadAttention(nn.Module):
         """The projections that read the query-side input (what Admin folding rescales)."""
         return [self.qkv_proj] if self.self_attention else [self.q_proj]
 
-    @torch.no_grad()
-    def scale_residual_weights(self, gain: float) -> None:
-        """Multiply the value and output projections by ``gain`` (the weights DeepNorm, Sub-LN and
-        T-Fixup rescale at init; queries and keys keep theirs)."""
+    def value_weight(self) -> Tensor:
+        """The value projection's rows of the fused QKV (or KV) weight, as a view."""
         fused, first = (self.qkv_proj, 2) if self.self_attention else (self.kv_proj, 1)
         d_model = self.out_proj.in_features
-        fused.weight[first * d_model : (first + 1) * d_model].mul_(gain)
+        return fused.weight[first * d_model : (first + 1) * d_model]
+
+    @torch.no_grad()
+    def scale_residual_weights(self, gain: float, value_gain: float = 1.0) -> None:
+        """Multiply the value and output projections by ``gain`` (the weights DeepNorm, Sub-LN and
+        T-Fixup rescale at init; queries and keys keep theirs), the value by ``value_gain`` more."""
+        self.value_weight().mul_(gain * value_gain)
         self.out_proj.weight.mul_(gain)
 
     def _split_heads(self, x: Tensor) -> Tensor:

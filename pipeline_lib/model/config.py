@@ -17,6 +17,9 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 DLCL_NORMS = ("pre", "post")
 INITS = ("xavier", "lipschitz")
+# Where a stabilizer's paper and its authors' code disagree, both (pipeline_lib/model/stabilizers/):
+DS_INIT_VARIANTS = ("code", "paper")  # bound × l^(-1/4) (bzhangGo/zero) or × l^(-1/2) (the paper)
+DEEPNORM_BETAS = ("paper", "torchscale")  # encoder β 0.87·(N⁴M)^(-1/16) or 1.15·(N⁴M)^(-1/16)
 
 # Fields that change the set of residual sub-layers: an Admin profile is only valid for these.
 ARCHITECTURE_FIELDS = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads", "residual")
@@ -57,6 +60,19 @@ class ModelConfig:
     )
     dlcl_norm: str = _model("pre", choices=DLCL_NORMS)
     init: str = _model("xavier", choices=INITS)
+    # Init variants of two stabilizers (ignored by the others); recipes may set them.
+    ds_init_variant: str = _model(
+        "code",
+        "DS-Init bound: code (the authors' released code, Xavier × l^-1/4; default) or paper (× l^-1/2)",
+        choices=DS_INIT_VARIANTS,
+        recipe=True,
+    )
+    deepnorm_beta: str = _model(
+        "paper",
+        "DeepNorm encoder beta: paper (0.87 (N^4 M)^-1/16; default) or torchscale (1.15 (N^4 M)^-1/16)",
+        choices=DEEPNORM_BETAS,
+        recipe=True,
+    )
     # Joint vocabulary: one table for source, target input and output projection.
     share_all_embeddings: bool = _model(
         True, "separate source/target tables", flag="--no-share-all-embeddings"
@@ -75,6 +91,8 @@ class ModelConfig:
         self._check_choice("residual", residual_names())
         self._check_choice("dlcl_norm", DLCL_NORMS)
         self._check_choice("init", INITS)
+        self._check_choice("ds_init_variant", DS_INIT_VARIANTS)
+        self._check_choice("deepnorm_beta", DEEPNORM_BETAS)
         if self.d_model % self.heads:
             raise ConfigError(f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}")
         if self.share_all_embeddings and self.src_vocab_size != self.tgt_vocab_size:

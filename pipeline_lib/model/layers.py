@@ -84,7 +84,9 @@ class DecoderLayer(nn.Module):
         d, inner, heads, dropout = config.d_model, variant.inner_norm, config.heads, config.attention_dropout
         self.self_attn = MultiheadAttention(d, heads, dropout, self_attention=True, inner_norm=inner)
         self.self_attn_residual = variant.connection(site(config, "decoder", index, 0))
-        self.cross_attn = MultiheadAttention(d, heads, dropout, self_attention=False, inner_norm=inner)
+        # Sub-LN's inner LayerNorm sits in self-attention only: torchscale builds it `if subln and
+        # self.self_attention` (microsoft/torchscale@4d1e0e8 torchscale/component/multihead_attention.py:49-53).
+        self.cross_attn = MultiheadAttention(d, heads, dropout, self_attention=False)
         self.cross_attn_residual = variant.connection(site(config, "decoder", index, 1))
         self.ffn = FeedForward(d, config.ffn_dim, config.activation_dropout, inner)
         self.ffn_residual = variant.connection(site(config, "decoder", index, 2))

@@ -36,6 +36,11 @@ def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
 class TokenEmbedding(nn.Module):
     """sqrt(d)-scaled token embeddings plus sinusoidal positions, then dropout.
 
+    A padding token's position is zero, as fairseq's (its table's padding row is zeroed:
+    LiyuanLucasLiu/Transformer-Clinic@70f72b7 fairseq/fairseq/modules/sinusoidal_positional_embedding.py:51-52),
+    so a padding token embeds to zero: what Admin profiling's whole-tensor variances see there.
+    Outputs at real tokens do not change (padding keys are masked).
+
     ``input_gain`` is a per-dimension scale that is all ones (and absent) in every trained model;
     Admin folding sets it to absorb the first sub-layer's ω, which has no preceding LayerNorm.
     """
@@ -45,6 +50,7 @@ class TokenEmbedding(nn.Module):
         self.table = table
         self.scale = math.sqrt(config.d_model)
         self.max_positions = config.max_positions
+        self.pad_idx = config.pad_idx
         self.register_buffer("positions", sinusoidal_positions(config.max_positions, config.d_model), False)
         self.register_buffer("input_gain", None)
         self.dropout = Dropout(config.dropout)
@@ -56,7 +62,8 @@ class TokenEmbedding(nn.Module):
         end = start + tokens.shape[1]
         if end > self.max_positions:
             raise ValueError(f"sequence of length {end} exceeds model.max_positions={self.max_positions}")
-        x = self.table(tokens) * self.scale + self.positions[start:end].to(self.table.weight.dtype)
+        positions = self.positions[start:end].to(self.table.weight.dtype)
+        x = self.table(tokens) * self.scale + positions * tokens.ne(self.pad_idx).unsqueeze(-1)
         if self.input_gain is not None:
             x = x * self.input_gain
         return self.dropout(x)

@@ -1,11 +1,19 @@
 """DeepNorm (Wang et al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers").
 
-x = LN(α·x + f(x)) at every sub-layer, and at init the value and output projections of attention and
-both FFN projections are multiplied by β (queries and keys keep gain 1). Encoder-decoder constants
-for N encoder and M decoder layers (the paper's Figure 2 / Table 1):
+x = LN(α·x + f(x)) at every sub-layer, and at init the value and output projections of attention
+(self and cross) and both FFN projections are multiplied by β (queries, keys, embeddings and the
+output projection keep theirs). Encoder-decoder constants for N encoder and M decoder layers:
 
-    encoder  α = 0.81·(N⁴M)^(1/16)   β = 0.87·(N⁴M)^(-1/16)
+    encoder  α = 0.81·(N⁴M)^(1/16)   β = 0.87·(N⁴M)^(-1/16) (paper) or 1.15·(N⁴M)^(-1/16) (torchscale)
     decoder  α = (3M)^(1/4)          β = (12M)^(-1/4)
+
+microsoft/torchscale@4d1e0e8: torchscale/architecture/encoder.py:78-85 (encoder α), 235-252 (encoder
+β: weights divided by (N⁴M)^(1/16) / 1.15); decoder.py:89-91 (decoder α), 286-298 (decoder β, which
+also scales cross-attention). The paper's 0.87 is also Transformer-Clinic's
+(LiyuanLucasLiu/Transformer-Clinic@70f72b7 fairseq/fairseq/modules/transformer_layer.py:109-121).
+``ModelConfig.deepnorm_beta`` picks the encoder β; the default is the paper's: 0.87 ≈ 1/1.15, so
+torchscale's division by (N⁴M)^(1/16)/1.15 reads as the paper's constant on the wrong side of the
+fraction rather than a different method, and the paper's value is the one its derivation gives.
 
 α is a constant, so a trained DeepNorm model folds into plain post-LN like Admin
 (``pipeline_lib.model.fold``).
@@ -21,13 +29,17 @@ from torch import Tensor, nn
 from pipeline_lib.model.residual import STACKS, Branch, PostLNConnection, ResidualVariant, Site
 from pipeline_lib.model.stabilizers.scaling import scale_branch_weights
 
+ENCODER_BETA = {"paper": 0.87, "torchscale": 1.15}  # ModelConfig.deepnorm_beta -> the constant
 
-def deepnorm_constants(stack: str, encoder_layers: int, decoder_layers: int) -> tuple[float, float]:
-    """(α, β) of one stack of an N-M encoder-decoder."""
+
+def deepnorm_constants(
+    stack: str, encoder_layers: int, decoder_layers: int, beta: str = "paper"
+) -> tuple[float, float]:
+    """(α, β) of one stack of an N-M encoder-decoder; ``beta`` picks the encoder β's constant."""
     n, m = encoder_layers, decoder_layers
     if stack == "encoder":
         depth = n**4 * m
-        return 0.81 * depth ** (1 / 16), 0.87 * depth ** (-1 / 16)
+        return 0.81 * depth ** (1 / 16), ENCODER_BETA[beta] * depth ** (-1 / 16)
     return (3 * m) ** (1 / 4), (12 * m) ** (-1 / 4)
 
 
@@ -45,7 +57,9 @@ class DeepNormConnection(PostLNConnection):
 
 def init(model: nn.Module, config: Any) -> None:
     for stack in STACKS:
-        _, beta = deepnorm_constants(stack, config.encoder_layers, config.decoder_layers)
+        _, beta = deepnorm_constants(
+            stack, config.encoder_layers, config.decoder_layers, config.deepnorm_beta
+        )
         scale_branch_weights(getattr(model, stack), beta)
 
 

@@ -1,14 +1,25 @@
 """DS-Init (Zhang, Titov and Sennrich 2019, "Improving Deep Transformer with Depth-Scaled
 Initialization and Merged Attention"), on post-LN.
 
-Every weight matrix of layer l (1-based, counted within its stack) is drawn from Xavier's uniform
-distribution with the bound divided by sqrt(l): U(-γ, γ), γ = α·sqrt(6 / (fan_in + fan_out)) / sqrt(l),
-with the paper's α = 1. Equivalently, Xavier weights × l^(-1/2).
+Every weight matrix of layer l (1-based, counted within its stack; cross-attention included,
+embeddings not) is drawn from Xavier's uniform law with a depth-scaled bound. Paper and code differ
+(``ModelConfig.ds_init_variant``):
+
+- ``code`` (default): the authors' released code draws layer l from
+  tf.variance_scaling_initializer(initializer_gain · l^(-1/2), mode="fan_avg", distribution="uniform")
+  (bzhangGo/zero@d97e2c2 models/transformer.py:37-45 encoder, 123-131 decoder; initializer_gain=1 in
+  docs/depth_scale_init_and_merged_attention/README.md). That scale is a variance factor, so the
+  bound is sqrt(3·l^(-1/2) / fan_avg) = Xavier's × l^(-1/4). Default because the released code is what
+  the paper's models were trained with.
+- ``paper``: U(-γα/sqrt(l), γα/sqrt(l)), γ Xavier's bound, α = 1 (the paper's Eq. 8, the figure
+  docs/depth_scale_init_and_merged_attention/dsinit.png): Xavier's × l^(-1/2).
+
+Both scale the project's Xavier draw (fairseq's per-projection gains), so the ratio to post-LN's
+init at the same seed is exact.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -17,20 +28,23 @@ from torch import nn
 from pipeline_lib.model.residual import STACKS, PostLNConnection, ResidualVariant
 
 ALPHA = 1.0
+# The exponent of l in the bound's factor, per ModelConfig.ds_init_variant.
+EXPONENTS = {"code": -0.25, "paper": -0.5}
 
 
-def ds_init_gain(layer: int) -> float:
-    """The gain of 1-based layer ``layer``."""
-    return ALPHA / math.sqrt(layer)
+def ds_init_gain(layer: int, variant: str = "code") -> float:
+    """The bound's factor for 1-based layer ``layer``."""
+    return ALPHA * layer ** EXPONENTS[variant]
 
 
 @torch.no_grad()
 def init(model: nn.Module, config: Any) -> None:
     for stack in STACKS:
         for depth, layer in enumerate(getattr(model, stack).layers, start=1):
+            gain = ds_init_gain(depth, config.ds_init_variant)
             for module in layer.modules():
                 if isinstance(module, nn.Linear):
-                    module.weight.mul_(ds_init_gain(depth))
+                    module.weight.mul_(gain)
 
 
 def ds_init(config: Any) -> ResidualVariant:

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from torch import nn
 
+from pipeline_lib.model.attention import MultiheadAttention
 from pipeline_lib.model.residual import STACKS
 
 
-def scale_branch_weights(stack: nn.Module, gain: float) -> None:
-    """Every branch of the stack: attention value/output projections and both FFN projections × gain."""
+def scale_branch_weights(
+    stack: nn.Module, gain: float, *, value_gain: float = 1.0, cross_attention: bool = True
+) -> None:
+    """Every branch of the stack: attention value/output projections and both FFN projections × gain.
+
+    ``value_gain`` multiplies the value projections once more (T-Fixup's sqrt(2));
+    ``cross_attention=False`` leaves the decoder's cross-attention as it is (Sub-LN)."""
     for layer in stack.layers:
         for _, branch in layer.sublayers():
-            branch.scale_residual_weights(gain)
+            if isinstance(branch, MultiheadAttention):
+                if cross_attention or branch.self_attention:
+                    branch.scale_residual_weights(gain, value_gain)
+            else:
+                branch.scale_residual_weights(gain)
 
 
 def embedding_tables(model: nn.Module) -> list[nn.Embedding]:
