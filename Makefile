@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup setup-dev profiles demo test test-fast lint clean-results
+.PHONY: setup setup-dev profiles demo test test-fast test-peers lint clean-results
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ test: setup-dev
 # The edit loop: everything but the end-to-end runs, the DDP runs and the SLURM cluster (~2 minutes).
 test-fast: setup-dev
 	. $(BIN)/activate && python -m pytest -q -ra $(XDIST) -m "not slow" --ignore=tests/slurm $(PYTEST_ARGS)
+
+# fairseq as the oracle of exported models (forward pass, fairseq-generate): needs the peer venv that
+# bench/peers/install.sh fairseq builds (~3 min); skipped when it is absent.
+test-peers: setup-dev
+	. $(BIN)/activate && DEEPNMT_TEST_PEERS=1 python -m pytest -q -ra -n 0 tests/test_export_fairseq_peer.py $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "validate config files (file:line of any problem)",
     ),
     "plan": ("pipeline_lib.workflow.cli_plan", "jobs and GPU-hours a config would submit (snakemake -n)"),
+    "export": ("pipeline_lib.export.cli", "a checkpoint as a fairseq checkpoint or a CTranslate2 model"),
 }
 
 

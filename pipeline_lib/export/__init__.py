@@ -1,0 +1,1 @@
+"""Exporting trained checkpoints to other toolkits (fairseq, CTranslate2)."""

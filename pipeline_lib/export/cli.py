@@ -1,0 +1,77 @@
+"""``export``: a trained checkpoint as a fairseq checkpoint or a CTranslate2 model directory.
+
+Usage::
+
+    python -m pipeline_lib export --checkpoint run/checkpoint_avg.pt --format fairseq --out exp/fairseq
+    fairseq-interactive exp/fairseq --path exp/fairseq/checkpoint.pt --source-lang en --target-lang de \\
+        --bpe subword_nmt --bpe-codes exp/fairseq/bpe.codes --beam 4 --lenpen 0.6
+
+    python -m pipeline_lib export --checkpoint run/checkpoint_avg.pt --format ctranslate2 --out exp/ct2
+    # ctranslate2.Translator("exp/ct2").translate_batch([bpe_line.split()], beam_size=4)
+
+Admin and DeepNorm models are folded into post-LN first; DLCL, ReZero, T-Fixup, B2T, Sub-LN and
+ResiDual are refused (pipeline_lib.export.plain says why for each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from pipeline_lib.errors import ConfigError
+
+log = logging.getLogger(__name__)
+FORMATS = ("fairseq", "ctranslate2")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, help="checkpoint file (e.g. the averaged one)")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--out", required=True, type=Path, help="output directory (new or empty, unless --force)")
+    p.add_argument("--data-dir", default=None, help="binarized directory (default: the checkpoint's)")
+    p.add_argument(
+        "--quantization",
+        default="float32",
+        help="ctranslate2: weight type stored (float32, int8, int16, float16, ...); the compute type "
+        "can still be chosen when loading",
+    )
+    p.add_argument("--force", action="store_true", help="replace a non-empty --out")
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    out: Path = args.out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
+        raise ConfigError(f"--out {out} exists and is not an empty directory (pass --force to replace it)")
+    from pipeline_lib.export.ctranslate2 import QUANTIZATIONS
+    from pipeline_lib.export.plain import load_export_source, summary
+
+    if args.format == "ctranslate2" and args.quantization not in QUANTIZATIONS:
+        raise ConfigError(f"--quantization {args.quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
+    source = load_export_source(args.checkpoint, args.data_dir)
+    if args.format == "fairseq":
+        from pipeline_lib.export.fairseq import write_fairseq
+
+        if out.exists() and args.force:
+            _clear(out)
+        written = write_fairseq(source, out)
+    else:
+        from pipeline_lib.export.ctranslate2 import write_ctranslate2
+        from pipeline_lib.export.fairseq import copy_subword_model
+
+        written = write_ctranslate2(source, out, args.quantization)
+        written += copy_subword_model(source, out)
+    info = {"format": args.format, "checkpoint": str(args.checkpoint), **summary(source)}
+    (out / "export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    folded = " (folded into post-LN)" if source.residual not in ("post_ln", "pre_ln") else ""
+    log.info("exported %s%s to %s: %s", source.residual, folded, out, ", ".join(p.name for p in written))
+    return 0
+
+
+def _clear(out: Path) -> None:
+    import shutil
+
+    shutil.rmtree(out)
+    out.mkdir(parents=True)
