@@ -13,9 +13,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pipeline_lib"
 # Shared leaf modules any layer may use (the residual registry is names and labels, no torch).
 SHARED = {"errors", "atomic", "digest", "dataclass_cli", "letters", "thread_local", "model.registry"}
 # Modules counted on their own rather than as part of their package.
-SUBMODULES = {"model.registry", "cpu.threads", "cpu.allocator", "cpu.onednn", "cpu.weight_grad_sharing"}
+SUBMODULES = {
+    "model.registry",
+    "cpu.threads",
+    "cpu.allocator",
+    "cpu.onednn",
+    "cpu.weight_grad_sharing",
+    "cpu.gemm_names",
+}
 # The CPU fast path plugs into the model from outside: the model imports nothing from cpu/.
-CPU = {"cpu.threads", "cpu.allocator", "cpu.onednn", "cpu.weight_grad_sharing"}
+CPU = {"cpu.threads", "cpu.allocator", "cpu.onednn", "cpu.weight_grad_sharing", "cpu.gemm_names"}
 # component -> what else it may import (besides itself and SHARED).
 ALLOWED: dict[str, set[str]] = {
     "data": set(),
@@ -26,13 +33,25 @@ ALLOWED: dict[str, set[str]] = {
     "setup_profiles": set(),
     "train": {"data", "model", "checkpoint", "diverged", *CPU},
     "cpu.weight_grad_sharing": {"model", "cpu.onednn"},
-    "cpu.onednn": {"model"},
+    "cpu.onednn": {"model", "cpu.gemm_names"},
+    "cpu.gemm_names": set(),
     "cpu.threads": set(),
     "cpu.allocator": set(),
     "cpu": set(),
-    "decode": {"data", "model", "checkpoint", "diverged", "cpu.onednn", "cpu.threads", "cpu.allocator"},
+    "decode": {
+        "data",
+        "model",
+        "checkpoint",
+        "diverged",
+        "cpu.onednn",
+        "cpu.threads",
+        "cpu.allocator",
+        "cpu.gemm_names",
+    },
     "evaluate": {"data", "diverged"},  # data: the Moses test-set tokenization tokenized BLEU needs
     "backtranslation": {"data"},
+    # export maps a checkpoint and the decoder's settings into the peers' terms (fairseq, CTranslate2)
+    "export": {"data", "model", "checkpoint", "decode"},
     "report": {"diverged"},
     "workflow": {"model", "train"},
     "cli": set(),

@@ -19,11 +19,11 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
+from pipeline_lib.cpu.gemm_names import CPU_GEMMS
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.linear import Linear
 from pipeline_lib.thread_local import thread_local_setting
 
-CPU_GEMMS = ("auto", "mkl", "onednn")
 CACHED_KERNELS = 32
 AUTO_MIN_D_MODEL = 256
 AUTO_MIN_TOKENS = 2048  # training: tokens per micro-batch

@@ -30,7 +30,7 @@ import time
 import torch
 
 from pipeline_lib.cpu.allocator import keep_freed_memory
-from pipeline_lib.cpu.onednn import CPU_GEMMS
+from pipeline_lib.cpu.gemm_names import CPU_GEMMS
 from pipeline_lib.data.textio import count_lines
 from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
 from pipeline_lib.decode.inputs import (

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline_lib.cpu.onednn import CPU_GEMMS
+from pipeline_lib.cpu.gemm_names import CPU_GEMMS
 from pipeline_lib.errors import ConfigError
 
 OPTIMIZERS = ("radam", "adam")
