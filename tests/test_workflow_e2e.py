@@ -143,3 +143,9 @@ def test_tiny_workflow_end_to_end(tmp_path: Path):
     valid_score = json.loads((results / "experiments/base_2L2L/valid.score.json").read_text())
     kept = (tmp_path / "work/data/tiny/tok/valid.fr").read_text().count("\n")
     assert valid_score["n_segments"] == kept > 0
+
+    # Snakemake's own HTML report of the finished run (it needs pygments, a pinned dependency).
+    report = _snakemake(tmp_path, "--report", "report.html")
+    assert report.returncode == 0, (report.stdout + report.stderr)[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    assert "Snakemake Report" in html and "tables.md" in html and "stability_map.png" in html

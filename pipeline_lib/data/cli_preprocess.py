@@ -322,7 +322,8 @@ def _write(
                         for f, col in zip(outs, row, strict=True):
                             f.write(col)
                             f.write("\n")
-                        if original is not None:
+                        if refs:
+                            assert original is not None
                             for f, col in zip(refs, original, strict=True):
                                 f.write(col)
                                 f.write("\n")

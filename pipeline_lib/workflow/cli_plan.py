@@ -6,6 +6,9 @@ runs ``snakemake -n all --configfile ...`` in the current directory and prints, 
 of jobs, the GPUs and wall time they request, and the GPU-hours that adds up to
 (sum over jobs of ``gpu x runtime``, as the configured resources ask SLURM for them: an upper bound
 on what the jobs use, since ``runtime`` is a time limit). Jobs already done are not counted.
+When no job requests a GPU (``gpu: 0`` in the config's resources, ``smoke: {gpu: false}``, or
+``--profile profiles/local``, whose set-resources pin the GPU rules to 0), the table gives CPU
+core-hours instead (``threads x runtime``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from pipeline_lib.workflow.plan import Plan
 
 _JOB = re.compile(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n?)*)", re.M)
 _RESOURCES = re.compile(r"^\s+resources: (.*)$", re.M)
+_THREADS = re.compile(r"^\s+threads: (\d+)$", re.M)  # printed only where a job has more than one
+# A dry run caps each job's threads at --cores (default 1): this lets the configured numbers through.
+DRY_RUN_CORES = 1024
 
 
 @dataclass
@@ -32,7 +38,9 @@ class RuleSummary:
     jobs: int = 0
     gpu_hours: float = 0.0
     runtime_hours: float = 0.0
+    core_hours: float = 0.0
     gpus: set[int] = field(default_factory=set)
+    threads: set[int] = field(default_factory=set)
 
 
 def parse_dry_run(output: str) -> dict[str, RuleSummary]:
@@ -50,33 +58,55 @@ def parse_dry_run(output: str) -> dict[str, RuleSummary]:
                 resources[key] = value
         gpu = int(resources.get("gpu", 0) or 0)
         runtime_min = float(resources.get("runtime", 0) or 0)
+        threads_match = _THREADS.search(body)
+        threads = int(threads_match.group(1)) if threads_match else 1
         summary = rules[rule]
         summary.jobs += 1
         summary.gpus.add(gpu)
+        summary.threads.add(threads)
         summary.runtime_hours += runtime_min / 60
         summary.gpu_hours += gpu * runtime_min / 60
+        summary.core_hours += threads * runtime_min / 60
     return dict(rules)
 
 
+def uses_gpus(rules: dict[str, RuleSummary]) -> bool:
+    return any(g > 0 for s in rules.values() for g in s.gpus)
+
+
 def render(rules: dict[str, RuleSummary], title: str) -> str:
-    lines = [
-        f"{title}",
-        "",
-        "| rule | jobs | GPUs per job | GPU-hours requested |",
+    """GPU-hours per rule; CPU core-hours where no job requests a GPU (all GPU-hours would be 0)."""
+    gpu = uses_gpus(rules)
+    lines = [f"{title}", ""]
+    if not gpu:
+        lines += ["No job requests a GPU: CPU core-hours (threads x runtime) instead of GPU-hours.", ""]
+    lines += [
+        "| rule | jobs | GPUs per job | GPU-hours requested |"
+        if gpu
+        else "| rule | jobs | threads per job | core-hours requested |",
         "| :--- | ---: | ---: | ---: |",
     ]
     for rule, s in rules.items():
-        gpus = "/".join(str(g) for g in sorted(s.gpus))
-        lines.append(f"| {rule} | {s.jobs} | {gpus} | {s.gpu_hours:,.0f} |")
+        shape = "/".join(str(n) for n in sorted(s.gpus if gpu else s.threads))
+        lines.append(f"| {rule} | {s.jobs} | {shape} | {_hours(s.gpu_hours if gpu else s.core_hours, gpu)} |")
     total_jobs = sum(s.jobs for s in rules.values())
-    total_gpu = sum(s.gpu_hours for s in rules.values())
-    lines.append(f"| **total** | **{total_jobs}** | | **{total_gpu:,.0f}** |")
+    total = sum(s.gpu_hours if gpu else s.core_hours for s in rules.values())
+    lines.append(f"| **total** | **{total_jobs}** | | **{_hours(total, gpu)}** |")
     return "\n".join(lines) + "\n"
+
+
+def _hours(h: float, gpu: bool) -> str:
+    # GPU-hours in whole hours (cluster scale); a CPU plan's jobs are often minutes, which "0" would hide.
+    return f"{h:,.0f}" if gpu else f"{h:,.1f}"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configfile", nargs="+", required=True, help="config file(s), as given to snakemake")
     p.add_argument("--target", default="all", help="snakemake target (default: all)")
+    p.add_argument(
+        "--profile",
+        help="the snakemake profile the run will use (profiles/local pins GPU rules to 0: core-hours)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,18 +114,15 @@ def run(args: argparse.Namespace) -> int:
         [Path(f) for f in args.configfile], Path(".")
     )  # a located error before snakemake's generic one
     snakemake = Path(sys.executable).parent / "snakemake"
-    cmd = [
-        str(snakemake) if snakemake.exists() else "snakemake",
-        "-n",
-        args.target,
-        "--configfile",
-        *args.configfile,
-    ]
+    profile = ["--profile", args.profile] if args.profile else []
+    files = ["--configfile", *args.configfile]  # last: it takes every word after it as a file
+    exe = str(snakemake) if snakemake.exists() else "snakemake"
+    cmd = [exe, "-n", args.target, *profile, "--cores", str(DRY_RUN_CORES), *files]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ConfigError(f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     rules = parse_dry_run(proc.stdout)
-    print(render(rules, f"`snakemake -n {args.target} --configfile {' '.join(args.configfile)}`"))
+    print(render(rules, f"`snakemake {' '.join(['-n', args.target, *profile, *files])}`"))
     print(render_batches(plan))
     return 0
 

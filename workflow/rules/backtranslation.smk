@@ -20,7 +20,10 @@ rule translate_backtranslation:
         CONDA_ENV
     threads: config["threads"]["translate"]
     resources:
-        gpu=1,
+        # the reverse model's translate resources (a CPU config or smoke gpu: false asks for none)
+        gpu=lambda wc: PLAN.resources(
+            PLAN.backtranslation[wc.bt]["reverse_model"], "translate"
+        ).get("gpu", 1),
         mem_mb=4000,
         runtime=240,
     params:
