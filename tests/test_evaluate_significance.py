@@ -158,22 +158,21 @@ def test_rejects_bad_settings_and_inputs(tmp_path: Path, systems: list[Path]) ->
 def test_tok_bleu_bootstrap_matches_sacrebleu_cli_on_tokenized_text(
     tmp_path: Path, systems: list[Path]
 ) -> None:
-    """--metrics tok_bleu: the systems and reference are tokenized (test treatment), compound-split, and
-    the bootstrap equals sacrebleu's --paired-bs on those files with tokenize none, smoothing none."""
+    """--metrics tok_bleu: the systems and reference are tokenized (test treatment), and the bootstrap
+    equals sacrebleu's --paired-bs on those files with tokenize none, smoothing none."""
     from pipeline_lib.data.moses import tokenize_like_test_set
-    from pipeline_lib.evaluate.metrics import split_compounds
 
     out = tmp_path / "sig.json"
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline_lib", "significance", "--ref", str(REF), "--baseline", str(systems[0]),
          "--systems", *map(str, systems[1:]), "-o", str(out), "--metrics", "tok_bleu", "--moses-lang", "en",
-         "--compound-split", "--n-samples", "200"],
+         "--n-samples", "200"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     tok_files = []
     for path in [REF, *systems]:
-        lines = [split_compounds(t) for t in tokenize_like_test_set(read_segments(path), "en")]
+        lines = tokenize_like_test_set(read_segments(path), "en")
         tok = tmp_path / f"{path.name}.tok"
         tok.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         tok_files.append(tok)

@@ -22,6 +22,7 @@ from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate.segments import read_segments
 from pipeline_lib.report.cli import configfile_flags
 from pipeline_lib.report.inputs import Run
+from pipeline_lib.report.marks import paper_entries
 from pipeline_lib.report.paper import PaperColumns
 from pipeline_lib.report.tables import DAGGER, render, render_table1
 from pipeline_lib.workflow import Commands
@@ -257,7 +258,8 @@ def test_every_row_of_the_paper_configs_has_the_papers_value(config: str):
     plan_of(cfg)  # the cross-reference checks pass
     for name, table in paper_tables(cfg):
         rows = set([table.get("baseline", table["rows"][0]), *table["rows"]])
-        paper = table.get("paper", {})
+        # a compound-split table reads the paper's tok_bleu (its BLEU as its own eval script computed it)
+        paper = paper_entries(table.get("paper"), table.get("metric", "bleu")) or {}
         assert rows == set(paper), (config, name, rows ^ set(paper))
         for row, entry in paper.items():
             has_value = entry.get(table.get("metric", "bleu")) is not None or entry.get("diverged")
@@ -319,3 +321,29 @@ def test_the_workflow_passes_the_configfile_to_the_spec(tmp_path: Path):
     proc = run_snakemake(["-n", "-p", "--forceall", target, "--configfile", "mine.yaml"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"--write-spec {target} --configfiles mine.yaml >" in proc.stdout
+
+
+def test_the_dlcl_table_shows_wangs_eval_under_its_own_label():
+    """config.wmt14_en_de_dlcl_lipschitz.yaml's Table 1 tests tok_bleu_wang (dlcl @c632ee2
+    scripts/wmt_en2de_google_multi_bleu.sh): its column says so, reads that score (not tok_bleu) and
+    stands beside the paper's tokenized BLEU."""
+    from pipeline_lib.report.marks import Significance
+
+    cfg = yaml.safe_load((REPO / "config.wmt14_en_de_dlcl_lipschitz.yaml").read_text())
+    spec = plan_of(cfg).report_spec()
+    t1 = cfg["tables"]["table1"]
+    runs = {}
+    for i, name in enumerate([t1["baseline"], *t1["rows"]]):
+        scores = {"tok_bleu": 20.0 + i, "tok_bleu_wang": 27.0 + i, "bleu": 19.0 + i}
+        status = {"status": "completed", "update": 10}
+        run_scores = {"scores": {m: {"score": v, "signature": m} for m, v in scores.items()}}
+        runs[name] = Run(name, spec["experiments"][name], status, run_scores)
+    lines = render_table1(spec, runs, Significance(None, "tok_bleu_wang"))
+    table = next(iter(sections("\n## " + "\n".join(lines)).values()))
+    header = table[0]
+    assert "BLEU (DLCL eval, compound split)↑" in header and "BLEU↑" not in header
+    first = table[1]
+    assert first[header.index("BLEU (DLCL eval, compound split)↑")] == "27.0"
+    assert first[header.index("Paper BLEU (DLCL eval, compound split)")] == "27.5"  # the paper's tok_bleu
+    assert first[header.index("Δ paper")] == "-0.5"
+    assert "dlcl's wmt_en2de_google_multi_bleu.sh" in table[-1][0]

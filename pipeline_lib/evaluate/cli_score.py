@@ -11,6 +11,7 @@ from pipeline_lib.atomic import write_json
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
 from pipeline_lib.diverged import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate import compound_split as CS
 from pipeline_lib.evaluate import metrics as M
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import check_same_length, read_segments
@@ -18,7 +19,7 @@ from pipeline_lib.evaluate.segments import check_same_length, read_segments
 log = logging.getLogger(__name__)
 
 SCHEMA = "deepnmt-score/1"
-ALL_METRICS = ("bleu", "tok_bleu", "ter", "chrf", "meteor")
+ALL_METRICS = ("bleu", "tok_bleu", "ter", "chrf", "meteor", *CS.METRICS)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--metrics",
         nargs="+",
         choices=ALL_METRICS,
-        help="metrics to compute (default: all; tok_bleu only when tokenized inputs are available)",
+        help="metrics to compute (default: all but the compound-split ones; tok_bleu only when tokenized "
+        "inputs are available)",
     )
     tok = p.add_argument_group("tokenized BLEU (multi-bleu.perl convention)")
     tok.add_argument("--hyp-tok", help="Moses-tokenized hypothesis (BPE removed)")
@@ -47,8 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     tok.add_argument(
         "--compound-split",
-        action="store_true",
-        help="En-De convention: s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g on both sides before tokenized BLEU",
+        nargs="+",
+        choices=sorted(CS.SCHEMES),
+        default=[],
+        help="also score tok_bleu_<scheme>: an En-De eval script's own tokenization of both detokenized "
+        "sides, then s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g (t2t: get_ende_bleu.sh; wang: dlcl's "
+        "wmt_en2de_google_multi_bleu.sh, from --ref-tok). tok_bleu itself is never split",
     )
     add_skip_argument(p)
     p.add_argument(
@@ -114,10 +120,19 @@ def score_system(args: argparse.Namespace) -> dict[str, Any]:
     refs = read_segments(args.ref, allow_empty=False)
     hyps = read_segments(args.hyp)
     check_same_length(args.hyp, hyps, args.ref, refs)
-    tokenized = _tokenized_inputs(args, hyps, refs)
-    wanted = list(args.metrics) if args.metrics else [m for m in ALL_METRICS if m != "tok_bleu" or tokenized]
+    can_tokenize = bool(args.hyp_tok or args.ref_tok or args.moses_lang)
+    plain = [m for m in ALL_METRICS if m not in CS.METRICS and (m != "tok_bleu" or can_tokenize)]
+    wanted = list(args.metrics) if args.metrics else plain
+    wanted += [CS.SCHEMES[s] for s in args.compound_split if CS.SCHEMES[s] not in wanted]
+    tokenized = _tokenized_inputs(args, hyps, refs) if "tok_bleu" in wanted else None
     if "tok_bleu" in wanted and tokenized is None:
         raise ConfigError("--metrics tok_bleu needs --hyp-tok/--ref-tok or --moses-lang")
+    if any(m in CS.METRICS for m in wanted) and not args.moses_lang:
+        raise ConfigError("the compound-split metrics need --moses-lang (the target language)")
+    if "tok_bleu_wang" in wanted and not args.ref_tok:
+        raise ConfigError(
+            "tok_bleu_wang detokenizes the tokenized reference (dlcl's T lines): give --ref-tok"
+        )
 
     scores: dict[str, Any] = {}
     if "bleu" in wanted:
@@ -125,9 +140,12 @@ def score_system(args: argparse.Namespace) -> dict[str, Any]:
     if "tok_bleu" in wanted:
         hyp_tok, ref_tok, sources = tokenized
         scores["tok_bleu"] = {
-            **M.tokenized_bleu(hyp_tok, ref_tok, compound_split=args.compound_split),
+            **M.tokenized_bleu(hyp_tok, ref_tok),
             **sources,
         }
+    ref_tok_lines = read_segments(args.ref_tok, allow_empty=False) if args.ref_tok else None
+    for metric in (m for m in wanted if m in CS.METRICS):
+        scores[metric] = CS.score(CS.METRICS[metric], hyps, refs, ref_tok_lines, args.moses_lang)
     if "ter" in wanted:
         scores["ter"] = M.ter(hyps, refs)
     if "chrf" in wanted:

@@ -10,8 +10,8 @@ from typing import Any
 from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate import compound_split as CS
 from pipeline_lib.evaluate import significance as S
-from pipeline_lib.evaluate.metrics import split_compounds
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import (
     check_same_length,
@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics", nargs="+", default=["bleu"], choices=sorted(S.HIGHER_IS_BETTER), help="default: bleu"
     )
-    tok = p.add_argument_group("tokenized BLEU (--metrics tok_bleu)")
+    tok = p.add_argument_group("tokenized BLEU (--metrics tok_bleu, tok_bleu_t2t, tok_bleu_wang)")
     tok.add_argument("--ref-tok", help="tokenized reference (default: tokenize --ref as below)")
     tok.add_argument(
         "--ref-tok-meta",
@@ -56,7 +56,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="target language: hypotheses are tokenized as --ref-tok-meta records the reference was "
         "(without --ref-tok, both sides as fairseq's prepare-wmt14 scripts tokenize test)",
     )
-    tok.add_argument("--compound-split", action="store_true", help="En-De ##AT## split on both sides")
     p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples (sacrebleu: 1000)")
     p.add_argument("--seed", type=int, default=12345, help="numpy seed, as SACREBLEU_SEED (default 12345)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level for +/-/= (default 0.05)")
@@ -86,10 +85,22 @@ def _tokenized_view(
         ref_tok = tokenize_like_test_set(refs, args.moses_lang)
     scheme = hypothesis_scheme(args.ref_tok, args.ref_tok_meta)
     named_tok = [(name, tokenize_lines(hyps, args.moses_lang, scheme)) for name, hyps in named]
-    if args.compound_split:
-        ref_tok = [split_compounds(r) for r in ref_tok]
-        named_tok = [(name, [split_compounds(h) for h in hyps]) for name, hyps in named_tok]
     return named_tok, ref_tok
+
+
+def _compound_split_view(
+    args: argparse.Namespace, metric: str, named: list[tuple[str, list[str]]], refs: list[str]
+) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """The systems and reference as an En-De eval script's multi-bleu.perl reads them (both sides
+    from detokenized text: evaluate.compound_split)."""
+    if not args.moses_lang:
+        raise ConfigError(f"--metrics {metric} needs --moses-lang (the target language)")
+    ref_tok = read_segments(args.ref_tok, allow_empty=False) if args.ref_tok else None
+    if ref_tok is not None:
+        check_same_length(args.ref_tok, ref_tok, args.ref, refs)
+    scheme = CS.METRICS[metric]
+    ref_view = CS.reference_view(scheme, refs, ref_tok, args.moses_lang)
+    return [(name, CS.hypothesis_view(scheme, hyps, args.moses_lang)) for name, hyps in named], ref_view
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,9 +134,11 @@ def run(args: argparse.Namespace) -> int:
         "vs_baseline": {},
         "pairwise": {},
     }
-    views = {m: (named, refs) for m in args.metrics if m != "tok_bleu"}
+    views = {m: (named, refs) for m in args.metrics if not m.startswith("tok_bleu")}
     if "tok_bleu" in args.metrics:
         views["tok_bleu"] = _tokenized_view(args, named, refs)
+    for metric in (m for m in args.metrics if m in CS.METRICS):
+        views[metric] = _compound_split_view(args, metric, named, refs)
     for metric in args.metrics:
         named, refs = views[metric]
         log.info("%s: paired bootstrap of %d systems vs %s", metric, len(args.systems), names[0])

@@ -19,14 +19,21 @@ from sacrebleu.significance import PairedTest
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.letters import system_letters
 
-HIGHER_IS_BETTER = {"bleu": True, "tok_bleu": True, "chrf": True, "ter": False}
+HIGHER_IS_BETTER = {
+    "bleu": True,
+    "tok_bleu": True,
+    "tok_bleu_t2t": True,  # the compound-split views of evaluate.compound_split
+    "tok_bleu_wang": True,
+    "chrf": True,
+    "ter": False,
+}
 
 
 def _make_metric(name: str, refs: Sequence[str]):
     # The reference statistics are cached inside the metric object, as the sacrebleu CLI does.
     if name == "bleu":
         return BLEU(references=[list(refs)])
-    if name == "tok_bleu":  # multi-bleu.perl on pre-tokenized text, as metrics.tokenized_bleu
+    if name.startswith("tok_bleu"):  # multi-bleu.perl on pre-tokenized text, as metrics.tokenized_bleu
         return BLEU(tokenize="none", smooth_method="none", force=True, references=[list(refs)])
     if name == "chrf":
         return CHRF(references=[list(refs)])

@@ -26,17 +26,33 @@ from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report import decoding
 from pipeline_lib.report.inputs import Run, load_run, read_json
 from pipeline_lib.report.labels import model_label
-from pipeline_lib.report.marks import DAGGER, DEFAULT_FLOOR, Floor, Significance, table_metric
+from pipeline_lib.report.marks import (
+    DAGGER,
+    DEFAULT_FLOOR,
+    METRIC_NAMES,
+    Floor,
+    Significance,
+    paper_entries,
+    table_metric,
+)
 from pipeline_lib.report.paper import DEFAULT_TOLERANCE, PaperColumns
 
 METRIC_HEADERS = {
     "tok_bleu": "BLEU↑",
+    "tok_bleu_t2t": "BLEU (t2t compound split)↑",
+    "tok_bleu_wang": "BLEU (DLCL eval, compound split)↑",
     "bleu": "sacreBLEU↑",
     "ter": "TER↓",
     "meteor": "METEOR↑",
     "chrf": "chrF2↑",
 }
 LOWER_IS_BETTER = {"ter"}
+TABLE1_BLEU_WORDS = {
+    "tok_bleu": "tokenized BLEU (multi-bleu.perl convention)",
+    "tok_bleu_t2t": "tokenized BLEU, ##AT## compound split after tensor2tensor's get_ende_bleu.sh tokenization",
+    "tok_bleu_wang": "tokenized BLEU, ##AT## compound split after dlcl's wmt_en2de_google_multi_bleu.sh "
+    "tokenization (Wang et al.'s eval)",
+}
 __all__ = ["DAGGER", "Significance", "model_label", "render", "render_comparison", "render_table1"]
 
 
@@ -166,8 +182,8 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
     bleu = table_metric(t1)  # the tested metric is the BLEU column, and the column that carries †
     floor = Floor(floor_value, bleu)
     sig = sig.against(base, rows, floor)
-    other = "bleu" if bleu == "tok_bleu" else "tok_bleu"  # the other BLEU in the last column
-    paper = PaperColumns(t1.get("paper"), bleu, tolerance)
+    other = "tok_bleu" if bleu == "bleu" else "bleu"  # the other BLEU in the last column
+    paper = PaperColumns(paper_entries(t1.get("paper"), bleu), bleu, tolerance)
     title = t1.get("title", "Table 1")
     lines = [f"## {title}", ""]
     header = [
@@ -175,7 +191,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
         "#param",
         "T↓",
         "M↑",
-        "BLEU↑" if bleu == "tok_bleu" else "sacreBLEU↑",
+        METRIC_HEADERS[bleu],
         "Δ",
         "sacreBLEU↑" if other == "bleu" else "BLEU↑ (tok)",
     ]
@@ -211,7 +227,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
         lines.append(_row(cells))
     lines.append("")
     lines.append(
-        f"T: TER, M: METEOR, BLEU: {'tokenized BLEU (multi-bleu.perl convention)' if bleu == 'tok_bleu' else 'sacreBLEU'}; "
+        f"T: TER, M: METEOR, BLEU: {TABLE1_BLEU_WORDS.get(bleu, METRIC_NAMES[bleu])}; "
         f"Δ: BLEU difference against {model_label(base)}. Split: {spec['split']}."
         + (
             " Train ppl: the training perplexity logged at 20%, 40%, ... of the run's updates (the curve "
@@ -223,7 +239,12 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
     )
     lines += ["", seeds_note(rows)]
     lines += _footnotes(rows, base, sig, paper)
-    lines += ["", "Signatures:", *_signatures(rows, ["tok_bleu", "bleu", "ter", "meteor"]), ""]
+    lines += [
+        "",
+        "Signatures:",
+        *_signatures(rows, list(dict.fromkeys([bleu, "tok_bleu", "bleu", "ter", "meteor"]))),
+        "",
+    ]
     return lines
 
 
@@ -246,7 +267,7 @@ def render_comparison(
     metrics = [m for m in metrics if m != "tok_bleu" or any(r.metric("tok_bleu") is not None for r in rows)]
     if tested not in metrics:
         metrics.append(tested)  # the tested metric always has a column for its marks
-    paper = PaperColumns(comp.get("paper"), tested, tolerance)
+    paper = PaperColumns(paper_entries(comp.get("paper"), tested), tested, tolerance)
     dec_column = decoding.varies(rows)
     lines = [f"## {comp.get('title', comp['name'])}", "", *lead_with_perplexity(rows, floor)]
     header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param", "Updates"]

@@ -18,6 +18,10 @@ from pipeline_lib.workflow.plan import Plan
 
 Pairs = Iterable[tuple[str, Any]]
 
+# The compound-split tokenized BLEU metrics and the scheme `score --compound-split` takes for each
+# (pipeline_lib.evaluate.compound_split.METRICS: the workflow layer does not import evaluate).
+COMPOUND_SPLIT_METRICS = {"tok_bleu_t2t": "t2t", "tok_bleu_wang": "wang"}
+
 
 def flag(name: str, value: Any) -> list[str]:
     """``--name value`` as argv words: None/False drop the flag, True is a bare switch, a list repeats values."""
@@ -329,8 +333,8 @@ class Commands:
 
     # ------------------------------------------------------------------ evaluation
     def _tokenized_reference(self, name: str, split: str) -> list[tuple[str, Any]]:
-        """Flags for tokenized BLEU: the preprocessed reference (Moses datasets), the target language
-        (hypotheses are tokenized as the reference was) and the En-De compound split."""
+        """Flags for tokenized BLEU: the preprocessed reference (Moses datasets) and the target language
+        (hypotheses are tokenized as the reference was)."""
         tgt = self.plan.exp_langs(name)[1]
         ds = self.plan.eval_dataset(name)
         moses = self.plan.datasets[ds].get("subword", {}).get("kind", "bpe") == "bpe"
@@ -338,8 +342,19 @@ class Commands:
             ("ref-tok", f"{self.plan.tok_dir(ds, split)}/{split}.{tgt}" if moses else None),
             ("ref-tok-meta", f"{self.plan.tok_dir(ds, split)}/meta.json" if moses else None),
             ("moses-lang", tgt),
-            ("compound-split", bool(self.plan.datasets[ds].get("compound_split"))),
         ]
+
+    def compound_split_schemes(self, name: str) -> list[str]:
+        """The compound-split schemes an experiment is scored with: those of every table that lists it
+        and shows (``metrics``) or tests (``metric``) a compound-split column. A table chooses its
+        scoring; tok_bleu stays the plain column."""
+        tables = self.plan.config.get("tables", {})
+        specs = [tables.get("table1"), tables.get("significance"), *tables.get("comparisons", [])]
+        wanted: set[str] = set()
+        for spec in filter(None, specs):
+            if name in {spec.get("baseline"), *spec.get("rows", []), *spec.get("systems", [])}:
+                wanted.update(m for m in [spec.get("metric"), *spec.get("metrics", [])] if m)
+        return sorted(COMPOUND_SPLIT_METRICS[m] for m in wanted if m in COMPOUND_SPLIT_METRICS)
 
     def score(self, name: str, split: str) -> str:
         return flags(
@@ -350,6 +365,7 @@ class Commands:
                 ("system", name),
                 ("lang", self.plan.exp_langs(name)[1]),
                 *self._tokenized_reference(name, split),
+                ("compound-split", self.compound_split_schemes(name)),
                 ("metrics", self.plan.evaluation.get("metrics")),
                 ("skip-if-diverged", self.plan.status_file(name)),
             ]
@@ -359,7 +375,7 @@ class Commands:
         base, systems, matrix = self.plan.significance[table]
         ev = self.plan.evaluation
         metric = self.plan.significance_metric(table)
-        tokenized = self._tokenized_reference(base, self.plan.split) if metric == "tok_bleu" else []
+        tokenized = self._tokenized_reference(base, self.plan.split) if metric.startswith("tok_bleu") else []
         return flags(
             [
                 *tokenized,
