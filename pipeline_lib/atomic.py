@@ -1,44 +1,142 @@
 """Atomic file writes: a reader sees the old file or the new one, never half of one.
 
-Every writer goes through a temporary file beside the target (``.<name>.tmp<pid>``) that is renamed
-onto it on success and removed on failure. Files are created with ``open`` and so respect the umask
-(``mkstemp`` would make them 0600, unreadable for colleagues on a shared filesystem).
+Every writer in the package goes through this module, with one temporary name: ``.<name>.tmp<pid>``
+beside the target, renamed onto it on success and removed on failure. A writer killed mid-write
+leaves that name behind, and :func:`remove_stale_temp_files` knows it. This is the only module that
+renames files (tests/test_atomic.py keeps it so).
+
+Files are created with ``open`` and so respect the umask (``mkstemp`` would make them 0600,
+unreadable for colleagues on a shared filesystem).
+
+A write that fails for lack of room or rights raises :class:`WriteError`: one line naming the
+target, the cause and what was kept, which the CLI prints instead of a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
+import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from pipeline_lib.errors import PipelineError
+
+# The causes of a failed write that the user, not the code, has to fix.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS})
+_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.tmp\d+$")
+
+
+class WriteError(PipelineError):
+    """A file could not be written (disk full, quota, permission, read-only filesystem)."""
+
+    def __init__(self, path: Path, cause: OSError, kept: str) -> None:
+        self.path, self.cause, self.kept = path, cause, kept
+        code = errno.errorcode.get(cause.errno or 0, "")
+        reason = f"{cause.strerror or cause} ({code})" if code else str(cause.strerror or cause)
+        super().__init__(f"cannot write {path}: {reason}; kept: {kept}")
+
+    def keeping(self, kept: str) -> WriteError:
+        """The same failure with a more useful account of what was kept (the caller knows more)."""
+        return WriteError(self.path, self.cause, kept)
+
+
+def is_write_failure(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS
 
 
 def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file for writing and rename it onto ``path`` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    kwargs = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
-    handle = open(tmp, mode, **kwargs)  # noqa: SIM115 - closed below
+def is_temp_file(path: Path) -> bool:
+    """Whether ``path`` is a temporary file of this module's scheme."""
+    return _TEMP_RE.match(path.name) is not None
+
+
+def remove_stale_temp_files(folder: Path, target: str | None = None) -> list[Path]:
+    """Delete the temporary files killed writers left in ``folder`` (all, or only those of the file
+    named ``target``). Call it when no other process writes there (a stage's start)."""
+    if not folder.is_dir():
+        return []
+    stale = [
+        p for p in folder.iterdir()
+        if (m := _TEMP_RE.match(p.name)) and (target is None or m["name"] == target) and p.is_file()
+    ]  # fmt: skip
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        print(f"removed {len(stale)} stale temporary file(s) from {folder}", file=sys.stderr)
+    return stale
+
+
+def _previous(path: Path) -> str:
+    return f"the previous {path.name}, unchanged" if path.exists() else f"nothing (no {path.name} yet)"
+
+
+def _our_failure(exc: BaseException, tmp: Path) -> OSError | None:
+    """The OSError of a failed write to ``tmp`` behind ``exc`` (a library may wrap it: torch.save
+    raises RuntimeError when its writes fail), not of a read of some other file inside the block.
+    A write on the open handle has no file name; open and rename name the temporary file."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain, not a cycle, but bounded all the same
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in WRITE_ERRNOS:
+            ours = seen.filename is None or Path(seen.filename) in (tmp, *tmp.parents)
+            return seen if ours else None
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every filesystem allows it)."""
     try:
-        yield handle
-    except BaseException:
-        handle.close()
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, fsync: bool = False) -> Iterator[IO]:
+    """Open a temporary file for writing and rename it onto ``path`` only if the block succeeds.
+    ``fsync``: flush the data and the rename to disk (checkpoints, profiles)."""
+    path = Path(path)
+    tmp = temp_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kwargs = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
+        handle = open(tmp, mode, **kwargs)  # noqa: SIM115 - closed below
+        try:
+            yield handle
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        finally:
+            handle.close()
+        os.replace(tmp, path)
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if (failure := _our_failure(exc, tmp)) is not None:
+            raise WriteError(path, failure, _previous(path)) from failure
         raise
-    handle.close()
-    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(path.parent)
 
 
-def write_text(path: str | os.PathLike[str], text: str) -> None:
-    with atomic_open(path) as handle:
+def write_text(path: str | os.PathLike[str], text: str, *, fsync: bool = False) -> None:
+    with atomic_open(path, fsync=fsync) as handle:
         handle.write(text)
 
 
@@ -47,8 +145,21 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         handle.write(data)
 
 
-def write_json(path: str | os.PathLike[str], obj: Any, *, ensure_ascii: bool = False) -> None:
-    write_text(path, json.dumps(obj, indent=2, ensure_ascii=ensure_ascii) + "\n")
+def write_json(
+    path: str | os.PathLike[str], obj: Any, *, ensure_ascii: bool = False, fsync: bool = False
+) -> None:
+    write_text(path, json.dumps(obj, indent=2, ensure_ascii=ensure_ascii) + "\n", fsync=fsync)
+
+
+def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, fsync: bool = False) -> None:
+    """Make ``dst`` a copy of ``src`` (a real copy, not a link: damage to one must spare the other)."""
+    with open(src, "rb") as source, atomic_open(dst, "wb", fsync=fsync) as out:
+        shutil.copyfileobj(source, out, 1 << 20)
+
+
+def move(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Rename a finished file or folder onto ``dst`` (same filesystem: atomic)."""
+    os.replace(src, dst)
 
 
 class AtomicGroup:
@@ -61,9 +172,13 @@ class AtomicGroup:
     def tmp_for(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = temp_path(path)
         self._pending.append((tmp, path))
         return tmp
+
+    def adopt(self, src: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+        """Take a file written elsewhere (same filesystem) as the output ``path`` of the group."""
+        move(src, self.tmp_for(path))
 
     def commit(self) -> None:
         for tmp, final in self._pending:
@@ -81,5 +196,15 @@ class AtomicGroup:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.commit()
-        else:
-            self.rollback()
+            return
+        where = self._output_of(exc) if isinstance(exc, OSError) else None
+        self.rollback()
+        if where is not None and is_write_failure(exc):
+            raise WriteError(where, exc, "the previous outputs, unchanged") from exc
+
+    def _output_of(self, exc: OSError) -> Path | None:
+        """The output whose temporary file failed, or their folder when the failing handle is unknown."""
+        if exc.filename is not None:  # None: a write on an open handle
+            return next((final for tmp, final in self._pending if exc.filename == str(tmp)), None)
+        folders = [str(final.parent) for _, final in self._pending]
+        return Path(os.path.commonpath(folders)) if folders else None

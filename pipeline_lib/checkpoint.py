@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import sys
 import zlib
 from collections.abc import Iterator
@@ -34,6 +33,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from pipeline_lib.atomic import WriteError, atomic_open, copy_file
+from pipeline_lib.atomic import remove_stale_temp_files as remove_stale_temp_files  # the trainer's
 from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.transformer import TransformerModel, build_model, load_model_state
@@ -109,17 +110,6 @@ def newest_readable(save_dir: Path) -> tuple[dict[str, Any], Path] | None:
     )
 
 
-def remove_stale_temp_files(save_dir: Path) -> list[Path]:
-    """Delete the ``.<name>.tmp<pid>`` files a killed writer left in ``save_dir`` (at a run's start,
-    when nothing else writes there)."""
-    stale = [p for p in save_dir.glob(".*.tmp*") if re.search(r"\.tmp\d+$", p.name)]
-    for path in stale:
-        path.unlink(missing_ok=True)
-    if stale:
-        print(f"removed {len(stale)} stale temporary file(s) from {save_dir}", file=sys.stderr)
-    return stale
-
-
 def last_checkpoints(save_dir: str | os.PathLike[str], n: int, kind: str = "epoch") -> list[Path]:
     """The last ``n`` checkpoint{epoch}.pt (kind epoch) or checkpoint_{e}_{u}.pt (kind update) files."""
     if n <= 0:
@@ -169,36 +159,16 @@ def checksum(state: dict[str, Any]) -> int:
     return crc
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike[str]) -> None:
     """Write ``state`` to ``path`` atomically: a reader sees the old file or the new one, never half."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {**state, "format": CHECKPOINT_FORMAT}
     state["checksum"] = checksum(state)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as handle:
+        with atomic_open(path, "wb", fsync=True) as handle:
             torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    except WriteError as exc:
+        raise _with_resume_point(exc, path) from exc.cause
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -244,14 +214,22 @@ def copy_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[str]) ->
     A real copy, not a hard link: damage to one file (a truncating writer, a bad block) must not take
     the fallback checkpoint with it.
     """
-    src, dst = Path(src), Path(dst)
-    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
     try:
-        shutil.copyfile(src, tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(dst.parent)
+        copy_file(src, dst, fsync=True)
+    except WriteError as exc:
+        raise _with_resume_point(exc, Path(dst)) from exc.cause
+
+
+def _with_resume_point(exc: WriteError, path: Path) -> WriteError:
+    """A failed save in a training directory: say which checkpoint a rerun resumes from."""
+    if path.name != LAST and _position(path) is None:
+        return exc  # not a training checkpoint (an average, say): the previous file is what was kept
+    for candidate in resume_candidates(path.parent):
+        try:  # mmap: the counter without reading the tensors
+            state = torch.load(candidate, map_location="cpu", weights_only=True, mmap=True)
+            update = state["num_updates"]
+        except Exception:  # noqa: BLE001 - damaged: a rerun skips it too
+            continue
+        kept = f"the last good checkpoint, {candidate} (update {update}); a rerun resumes from it"
+        return exc.keeping(kept)
+    return exc.keeping("no checkpoint; a rerun starts afresh")

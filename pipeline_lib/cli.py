@@ -8,10 +8,15 @@ Each stage lives in its own module exposing ``add_arguments(parser)`` and
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
+from pipeline_lib.atomic import WriteError, is_write_failure
 from pipeline_lib.errors import PipelineError
+
+EXIT_USAGE = 2  # bad input, config or file: fix it and rerun
+EXIT_WRITE_FAILED = 74  # sysexits' EX_IOERR: disk full, quota, permission; free space and rerun
 
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -74,6 +79,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
+    except WriteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except OSError as exc:
+        if not is_write_failure(exc):
+            raise
+        # not through atomic.py (an append-only log, a library's own files): name what we know
+        code = errno.errorcode.get(exc.errno or 0, "?")
+        print(
+            f"error: {exc.filename or 'a write'}: {exc.strerror} ({code}); earlier outputs are kept",
+            file=sys.stderr,
+        )
+        return EXIT_WRITE_FAILED

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline_lib.atomic import is_temp_file
 from pipeline_lib.cli import main
 from pipeline_lib.data import subword
 from pipeline_lib.data.detok import moses_detokenize, postprocess_subwords, restore_text
@@ -347,7 +348,7 @@ def test_empty_after_cleaning_keeps_previous_output(tmp_path: Path, capsys) -> N
     err = capsys.readouterr().err
     assert "empty after cleaning" in err and "ratio=2" in err and "train.en" in err
     assert (tok / "train.en").read_bytes() == before
-    assert not list(tok.glob("*.tmp"))
+    assert not [p for p in tok.iterdir() if is_temp_file(p)]
 
 
 def test_huge_lines_cleaned_and_counted(tmp_path: Path) -> None:

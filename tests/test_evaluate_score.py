@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from nltk.stem.snowball import SnowballStemmer
 
+from pipeline_lib.atomic import is_temp_file
 from pipeline_lib.errors import InputError
 from pipeline_lib.evaluate import meteor as meteor_module
 from pipeline_lib.evaluate import metrics as M
@@ -305,7 +306,7 @@ def test_bad_input_keeps_previous_result(tmp_path: Path) -> None:
     proc = _pipeline("score", "--hyp", str(good), "--ref", str(REF), "-o", str(out))
     assert proc.returncode == 2 and "sys.en:31" in proc.stderr
     assert out.read_text() == before
-    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert [p.name for p in tmp_path.iterdir() if is_temp_file(p)] == []
 
 
 @pytest.mark.parametrize("stage", ["score", "significance"])

@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from pipeline_lib.atomic import is_temp_file
 from pipeline_lib.cli import main
 from pipeline_lib.data.cli_preprocess import DROPPED_TEXT_CHARS
 
@@ -98,4 +99,4 @@ def test_a_failed_run_leaves_the_previous_list(tmp_path: Path) -> None:
     _write(raw / "train.fr", ["un", "deux"])
     assert _preprocess(raw, tok, "--splits", "train") == 2
     assert (tok / "train.dropped.tsv").read_bytes() == before
-    assert not [p for p in tok.iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in tok.iterdir() if is_temp_file(p)]

@@ -57,6 +57,8 @@ def test_every_shell_line_quotes_what_reaches_it():
         for field, quoted in re.findall(r"\{([a-z_.]+)(:q)?\}", command):
             kind = field.split(".")[0]
             # threads: an integer Snakemake resolves (kept out of params, which it then would not compare)
-            assert kind in ("input", "output", "log", "params", "threads", "wildcards"), f"{{{field}}} in {command!r}"
+            assert kind in ("input", "output", "log", "params", "threads", "wildcards"), (
+                f"{{{field}}} in {command!r}"
+            )
             if kind not in ("params", "threads"):
                 assert quoted, f"{{{field}}} is not quoted in {command!r}"

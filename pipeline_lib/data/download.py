@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from pipeline_lib.atomic import atomic_open, move
 from pipeline_lib.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def fetch(
             raise DownloadError(
                 f"{url}: sha256 mismatch, expected {sha256.lower()}, got {digest}; file removed"
             )
-    os.replace(part, dest)
+    move(part, dest)  # the .part file is kept between runs on purpose: the next one resumes it
     return dest
 
 
@@ -167,18 +168,15 @@ def extract(archive: str | os.PathLike[str], out_dir: str | os.PathLike[str]) ->
             shutil.rmtree(tmp, ignore_errors=True)
             raise InputError(f"{archive}: cannot extract ({exc})") from exc
         shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        move(tmp, final)
         return final
     if name.endswith(".gz"):
         final = out_dir / name[:-3]
-        tmp = final.with_name(final.name + ".tmp")
         try:
-            with gzip.open(archive, "rb") as src, open(tmp, "wb") as dst:
+            with gzip.open(archive, "rb") as src, atomic_open(final, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
         except (OSError, EOFError) as exc:
-            tmp.unlink(missing_ok=True)
             raise InputError(f"{archive}: cannot gunzip ({exc})") from exc
-        os.replace(tmp, final)
         return final
     if name.endswith(".sgm"):
         final = out_dir / name[:-4]

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline_lib.atomic import atomic_open, temp_path
 from pipeline_lib.errors import InputError
 
 IDS_SUFFIX = ".ids.npy"
@@ -114,8 +115,9 @@ class IndexedDatasetWriter:
     def __init__(self, prefix: str | os.PathLike[str]) -> None:
         self.prefix = str(prefix)
         Path(self.prefix).parent.mkdir(parents=True, exist_ok=True)
-        self._ids_raw = self.prefix + ".ids.raw.tmp"
-        self._off_raw = self.prefix + ".offsets.raw.tmp"
+        # scratch files in the temporary-name scheme, so the stale-temp cleaner knows a killed run's
+        self._ids_raw = temp_path(Path(self.prefix + ".ids.raw"))
+        self._off_raw = temp_path(Path(self.prefix + ".offsets.raw"))
         self._ids_f = open(self._ids_raw, "wb")  # noqa: SIM115 - closed in finalize/abort
         self._off_f = open(self._off_raw, "wb")  # noqa: SIM115
         self._n_tokens = 0
@@ -162,29 +164,29 @@ class IndexedDatasetWriter:
         return self._n_tokens
 
     @staticmethod
-    def _raw_to_npy(raw: str, final: str, dtype: type, length: int) -> None:
+    def _raw_to_npy(raw: Path, final: str, dtype: type, length: int) -> None:
         # A .npy file is a header and the raw array bytes: write the header, then copy the bytes with
         # plain reads and writes (a memory map would count the whole file in the process' memory).
-        tmp = final + ".tmp"
         header = {
             "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
             "fortran_order": False,
             "shape": (length,),
         }
-        with open(tmp, "wb") as out, open(raw, "rb") as src:
+        with open(raw, "rb") as src, atomic_open(final, "wb") as out:
             np.lib.format.write_array_header_1_0(out, header)
             shutil.copyfileobj(src, out, _COPY_BYTES)
-        os.replace(tmp, final)
 
     def finalize(self) -> None:
         if self._done:
             return
         self._ids_f.close()
         self._off_f.close()
-        self._raw_to_npy(self._ids_raw, self.prefix + IDS_SUFFIX, np.int32, self._n_tokens)
-        self._raw_to_npy(self._off_raw, self.prefix + OFFSETS_SUFFIX, np.int64, self._n_sent + 1)
-        for p in (self._ids_raw, self._off_raw):
-            os.remove(p)
+        try:
+            self._raw_to_npy(self._ids_raw, self.prefix + IDS_SUFFIX, np.int32, self._n_tokens)
+            self._raw_to_npy(self._off_raw, self.prefix + OFFSETS_SUFFIX, np.int64, self._n_sent + 1)
+        finally:  # the scratch files go either way (a full disk must not keep them)
+            for p in (self._ids_raw, self._off_raw):
+                p.unlink(missing_ok=True)
         self._done = True
 
     def abort(self) -> None:
@@ -192,10 +194,8 @@ class IndexedDatasetWriter:
             return
         self._ids_f.close()
         self._off_f.close()
-        leftovers = (self._ids_raw, self._off_raw, self.prefix + IDS_SUFFIX + ".tmp")
-        for p in (*leftovers, self.prefix + OFFSETS_SUFFIX + ".tmp"):
-            if os.path.exists(p):
-                os.remove(p)
+        for p in (self._ids_raw, self._off_raw):
+            p.unlink(missing_ok=True)
         self._done = True
 
     def __enter__(self) -> IndexedDatasetWriter:

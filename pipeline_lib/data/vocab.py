@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import InputError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -122,11 +123,8 @@ class Vocabulary:
         return "".join(f"{tok} {c}\n" for tok, c in zip(self.tokens, counts, strict=True))
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write ``vocab.txt`` atomically (tmp file + rename)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_text(), encoding="utf-8")
-        os.replace(tmp, path)
+        """Write ``vocab.txt`` atomically."""
+        write_text(path, self.to_text())
 
     def sha256(self) -> str:
         """Checksum of the vocab file content (identical to ``sha256sum vocab.txt``)."""

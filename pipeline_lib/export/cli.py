@@ -20,6 +20,7 @@ import json
 import logging
 from pathlib import Path
 
+from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         written = write_ctranslate2(source, out, args.quantization)
         written += copy_subword_model(source, out)
     info = {"format": args.format, "checkpoint": str(args.checkpoint), **summary(source)}
-    (out / "export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    write_text(out / "export.json", json.dumps(info, indent=2) + "\n")
     folded = " (folded into post-LN)" if source.residual not in ("post_ln", "pre_ln") else ""
     log.info("exported %s%s to %s: %s", source.residual, folded, out, ", ".join(p.name for p in written))
     return 0

@@ -19,12 +19,12 @@ Loading it needs ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` with torch >= 2.6, as an
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from pipeline_lib.atomic import atomic_open, copy_file, write_text
 from pipeline_lib.export.plain import (
     ExportSource,
     attention_projections,
@@ -138,10 +138,11 @@ def write_fairseq(source: ExportSource, out: Path) -> list[Path]:
         "last_optimizer_state": None,
     }
     written = [out / CHECKPOINT_NAME]
-    torch.save(state, written[0])
+    with atomic_open(written[0], "wb") as handle:
+        torch.save(state, handle)
     for lang in dict.fromkeys((source.src_lang, source.tgt_lang)):
         path = out / f"dict.{lang}.txt"
-        path.write_text(vocab.to_text(), encoding="utf-8")  # fairseq's "token count" lines
+        write_text(path, vocab.to_text())  # fairseq's "token count" lines
         written.append(path)
     written += copy_subword_model(source, out)
     return written
@@ -151,5 +152,5 @@ def copy_subword_model(source: ExportSource, out: Path) -> list[Path]:
     if source.subword_model is None:
         return []
     name = "bpe.codes" if source.subword == "bpe" else source.subword_model.name
-    shutil.copyfile(source.subword_model, out / name)
+    copy_file(source.subword_model, out / name)
     return [out / name]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from torch import Tensor
 
+from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import CheckpointError
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.fold import fold_to_post_ln
@@ -60,14 +60,8 @@ class AdminProfile:
         }
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(self.to_json(), handle, indent=2)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        # the bytes as json.dump wrote them before (a run's identity holds the file's sha256)
+        write_text(path, json.dumps(self.to_json(), indent=2), fsync=True)
 
     @classmethod
     def load(cls, path: str | Path) -> AdminProfile:

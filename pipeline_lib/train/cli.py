@@ -14,7 +14,8 @@ Usage::
 Re-running the same command resumes from ``{save-dir}/checkpoint_last.pt`` (falling back to the
 newest readable checkpoint if that one is damaged). Exit codes: 0 completed or diverged (see
 ``status.json``), 75 preempted by SIGTERM/SIGUSR1 (checkpoint saved, re-run to resume),
-2 bad input/config, anything else a crash.
+2 bad input/config, 74 a write failed (disk full, permission: the message names the checkpoint a
+re-run resumes from), anything else a crash.
 """
 
 from __future__ import annotations

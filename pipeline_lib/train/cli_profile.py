@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from pipeline_lib.atomic import remove_stale_temp_files
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.model.admin import RECURSIONS, closed_form_profile, profile_model
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"profile: --residual {args.residual!r} takes no profile")
     if not 0 < args.max_tokens <= MAX_PROFILE_TOKENS:
         raise ConfigError(f"profile: --max-tokens must be in 1..{MAX_PROFILE_TOKENS}, got {args.max_tokens}")
+    output = Path(args.output)
+    remove_stale_temp_files(output.parent, target=output.name)  # a killed earlier save's
     vocab = Vocabulary.load(Path(args.data) / "vocab.txt")
     config = model_config_from_args(args, len(vocab), len(vocab))
     if args.closed_form:
@@ -80,6 +83,6 @@ def run(args: argparse.Namespace) -> int:
 
         info = {"sentences": batch.nsentences, "target_tokens": batch.ntokens, "seed": args.seed}
         profile = profile_model(model, run_batch, info, args.recursion)
-    profile.save(args.output)
+    profile.save(output)
     log.info("wrote %s (%s): %s", args.output, profile.method, json.dumps(profile.omegas)[:300])
     return 0

@@ -17,6 +17,7 @@ import socket
 from datetime import timedelta
 from pathlib import Path
 
+from pipeline_lib.atomic import write_text
 from pipeline_lib.train.distributed_env import DistributedEnv
 
 
@@ -64,10 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     line = json.dumps(record, sort_keys=True)
     print(line, flush=True)
     if args.out_dir is not None:
-        args.out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = args.out_dir / f".rank{env.rank}.json.tmp"
-        tmp.write_text(line + "\n")
-        tmp.rename(args.out_dir / f"rank{env.rank}.json")
+        write_text(args.out_dir / f"rank{env.rank}.json", line + "\n")
     return 0 if total == expected else 1
 
 

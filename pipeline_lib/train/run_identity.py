@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from pipeline_lib.atomic import write_json
+from pipeline_lib.atomic import move, write_json
 from pipeline_lib.digest import file_digest
 
 IDENTITY_FILE = "run_identity.json"
@@ -146,7 +145,7 @@ def prepare_save_dir(save_dir: Path, identity: dict[str, Any]) -> str:
     archive = save_dir / SUPERSEDED_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{tag}"
     archive.mkdir(parents=True)
     for p in _run_files(save_dir):
-        os.replace(p, archive / p.name)
+        move(p, archive / p.name)
     what = (
         ", ".join(changed_settings(old, identity) or ["a smaller budget"]) if old else "no recorded settings"
     )
