@@ -33,7 +33,7 @@ def test_editing_a_local_test_file_reruns_the_test_preprocess(tmp_path: Path):
     cfg["datasets"]["tiny"]["path"] = str(data)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     target = "work/data/tiny/tok-test/meta.json"
-    done = snakemake(tmp_path, target)
+    done = snakemake(tmp_path, target, "work/data/tiny/tok/meta.json")
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     again = snakemake(tmp_path, "-n", target)
     assert "Nothing to be done" in again.stdout + again.stderr
