@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from train_fixtures import save_decoding_checkpoint
 
-from pipeline_lib.checkpoint import save_checkpoint
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.model.admin import apply_profile, closed_form_profile
 from pipeline_lib.model.config import ModelConfig
@@ -70,24 +70,7 @@ def save_toy_checkpoint(model: TransformerModel, root: Path, with_codes: bool = 
         (bin_dir / "subword" / "codes").write_text("#version: 0.2\nt 1\n", encoding="utf-8")
         meta["subword_model"] = "subword/codes"
     (bin_dir / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
-    state = {
-        "model_config": model.config.to_dict(),
-        "model": model.state_dict(),
-        "vocab_sha256": vocab.sha256(),
-        "data": {"bin_dir": str(bin_dir), "src_lang": "xx", "tgt_lang": "yy"},
-        "train_config": {},
-        "num_updates": 60,
-        "epoch": 1,
-        "optimizer": None,
-        "scheduler": None,
-        "scaler": None,
-        "rng": None,
-        "iterator": {"epoch": 1, "batch_index": 0},
-        "admin_profile": None,
-        "status": "ok",
-    }
-    path = root / "checkpoint_last.pt"
-    save_checkpoint(state, path)
+    path = save_decoding_checkpoint(model, vocab, bin_dir, ("xx", "yy"), 60, root)
     return path
 
 

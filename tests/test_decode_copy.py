@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from sacremoses import MosesDetokenizer
+from train_fixtures import save_decoding_checkpoint
 
-from pipeline_lib.checkpoint import save_checkpoint
 from pipeline_lib.cli import main as cli_main
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.decode.search import SearchConfig
@@ -81,24 +81,7 @@ def checkpoint(copy_model, tmp_path_factory):
     vocab.save(bin_dir / "vocab.txt")
     meta = {"src_lang": "fr", "tgt_lang": "en", "subword": "bpe", "moses_tokenized": True}
     (bin_dir / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
-    state = {
-        "model_config": copy_model.config.to_dict(),
-        "model": copy_model.state_dict(),
-        "vocab_sha256": vocab.sha256(),
-        "data": {"bin_dir": str(bin_dir), "src_lang": "fr", "tgt_lang": "en"},
-        "train_config": {},
-        "num_updates": 400,
-        "epoch": 1,
-        "optimizer": None,
-        "scheduler": None,
-        "scaler": None,
-        "rng": None,
-        "iterator": {"epoch": 1, "batch_index": 0},
-        "admin_profile": None,
-        "status": "ok",
-    }
-    path = root / "checkpoint_last.pt"
-    save_checkpoint(state, path)
+    path = save_decoding_checkpoint(copy_model, vocab, bin_dir, ("fr", "en"), 400, root)
     return path, bin_dir
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from test_decode_search_oracles import reference_beam
 
 from pipeline_lib.cpu import onednn as linear_module
 from pipeline_lib.cpu.onednn import onednn_available
@@ -126,35 +127,6 @@ def _rescore(model, src: list[int], hyp: list[int]) -> list[float]:
     return lp.gather(1, torch.tensor(hyp + [EOS]).unsqueeze(1)).squeeze(1).tolist()
 
 
-def _reference_beam(model, src: list[int], k: int, lenpen: float, max_len: int, min_len: int):
-    """fairseq's beam search written the slow, obvious way: one hypothesis at a time."""
-    enc = model.encode(torch.tensor([src + [EOS]]))
-    beams: list[tuple[list[int], float]] = [([], 0.0)]
-    finished: list[tuple[list[int], float]] = []
-    for step in range(max_len + 1):
-        cands = []
-        for bi, (toks, cum) in enumerate(beams):
-            with torch.no_grad():
-                lp = F.log_softmax(model.decode(torch.tensor([[BOS] + toks]), enc)[0, -1].float(), dim=-1)
-            lp[PAD] = lp[BOS] = -math.inf
-            if step < min_len:
-                lp[EOS] = -math.inf
-            if step == max_len:
-                keep = lp[EOS].item()
-                lp[:] = -math.inf
-                lp[EOS] = keep
-            cands += [(cum + lp[t].item(), bi, t) for t in range(V)]
-        cands.sort(key=lambda c: -c[0])
-        top = cands[: 2 * k]
-        for score, bi, t in top[:k]:
-            if t == EOS and score > -math.inf and len(finished) < k:
-                finished.append((beams[bi][0], score / (step + 1) ** lenpen))
-        if len(finished) >= k or step == max_len:
-            break
-        beams = [(beams[bi][0] + [t], s) for s, bi, t in top if t != EOS][:k]
-    return sorted(finished, key=lambda f: -f[1])
-
-
 @pytest.mark.parametrize(("k", "lenpen", "min_len"), [(3, 1.0, 1), (4, 0.6, 3), (2, 2.0, 0)])
 def test_batched_beam_matches_reference_beam(k, lenpen, min_len):
     model = _model(seed=3)
@@ -166,7 +138,7 @@ def test_batched_beam_matches_reference_beam(k, lenpen, min_len):
         SearchConfig(beam=k, nbest=k, lenpen=lenpen, max_len_b=max_len, min_len=min_len),
     )
     for src, got in zip(sources, hyps, strict=True):
-        want = _reference_beam(model, src, k, lenpen, max_len, min_len)
+        want = reference_beam(model, src, k, lenpen, max_len, min_len)
         assert [h.tokens for h in got] == [w[0] for w in want]
         for h, (_, score) in zip(got, want, strict=True):
             assert h.score == pytest.approx(score, abs=1e-4)

@@ -89,7 +89,9 @@ def test_wmt14_en_fr_as_shipped_on_a_mirror(tmp_path: Path):
     _check_table1(cfg, results)
     data = work / "data" / "wmt14_en_fr"
     # The test reference keeps « » for tokenized BLEU (no normalize-punctuation on test).
-    assert (data / "tok-test" / "test.fr").read_text().splitlines()[QUOTED_TEST_LINE].startswith("« C&apos; est")
+    assert (
+        (data / "tok-test" / "test.fr").read_text().splitlines()[QUOTED_TEST_LINE].startswith("« C&apos; est")
+    )
     # Back-translation ran on News Crawl from the mirror, and Table 4 reads its models.
     assert (data / "raw" / "mono.fr").stat().st_size > 0
     manifest = json.loads((data / "orig_mono" / "manifest.json").read_text())

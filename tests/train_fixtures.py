@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,3 +55,29 @@ def read_log(save_dir: Path, kind: str = "train") -> list[dict]:
     path = save_dir / "train_log.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in records if r.get("kind") == kind]
+
+
+def save_decoding_checkpoint(
+    model: Any, vocab: Vocabulary, bin_dir: Path, langs: tuple[str, str], num_updates: int, root: Path
+) -> Path:
+    """``root/checkpoint_last.pt`` holding only what decoding and export read (no optimizer state)."""
+    from pipeline_lib.checkpoint import save_checkpoint
+
+    state = {
+        "model_config": model.config.to_dict(),
+        "model": model.state_dict(),
+        "vocab_sha256": vocab.sha256(),
+        "data": {"bin_dir": str(bin_dir), "src_lang": langs[0], "tgt_lang": langs[1]},
+        "train_config": {},
+        "num_updates": num_updates,
+        "epoch": 1,
+        "optimizer": None,
+        "scheduler": None,
+        "scaler": None,
+        "iterator": {"epoch": 1, "batch_index": 0},
+        "admin_profile": None,
+        "status": "ok",
+    }
+    path = root / "checkpoint_last.pt"
+    save_checkpoint(state, path)
+    return path
