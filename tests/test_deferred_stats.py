@@ -118,7 +118,7 @@ class HostReads(TorchFunctionMode):
 def step_sequence(bin_dir: Path, save_dir: Path, *flags: str) -> tuple[str, list[tuple[str, str]]]:
     with HostReads() as reads:
         assert main(train_args(bin_dir, save_dir, "--max-update", "4", *flags)) == 0
-    training = reads.events[: reads.events.index(("trainer.py", "validate"))]
+    training = reads.events[: reads.events.index(("validation.py", "validate"))]
     # the validation's forwards come last, before its own read
     sequence = "".join("F" if e[0] == "F" else "R" for e in training).rstrip("F")
     return sequence, [e for e in training if e[0] != "F"]
@@ -130,7 +130,7 @@ def test_the_step_reads_the_host_once_per_update_and_after_the_next_forward(
     # without the flag each update is read right after its own forward and backward
     sequence, reads = step_sequence(bin_dir, tmp_path / "plain")
     assert sequence == "FR" * 4
-    assert set(reads) == {("trainer.py", "train_step")}
+    assert set(reads) == {("update.py", "train_step")}
     # with it: update k is read after update k+1's forward (the last one at the end of the run), and
     # nothing else in the step, the model or the loss reads the device
     sequence, reads = step_sequence(bin_dir, tmp_path / "deferred", "--deferred-stats")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pipeline_lib.train.divergence import LEARNED_MARGIN_BITS, MIN_FINAL_UPDATES, DivergenceMonitor
+from pipeline_lib.divergence.rule import LEARNED_MARGIN_BITS, MIN_FINAL_UPDATES, DivergenceMonitor
 
 THRESHOLD = 9.0  # bits/token, e.g. a unigram entropy
 UNIFORM = 12.3  # log2 of a 5k vocabulary

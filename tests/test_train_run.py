@@ -17,7 +17,7 @@ from pipeline_lib.cpu.onednn import onednn_available
 from pipeline_lib.cpu.weight_grad_sharing import SharedWeightGrads
 from pipeline_lib.data.indexed import ParallelCorpus
 from pipeline_lib.decode.search import EOS
-from pipeline_lib.train.divergence import unigram_entropy_bits
+from pipeline_lib.divergence.rule import unigram_entropy_bits
 
 
 @pytest.fixture(scope="module")

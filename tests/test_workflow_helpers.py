@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_lib import diverged
 from pipeline_lib.backtranslation import mix
+from pipeline_lib.divergence import placeholders as diverged
 from pipeline_lib.errors import InputError
 from pipeline_lib.report.inputs import read_train_log
 

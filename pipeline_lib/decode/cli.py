@@ -46,7 +46,7 @@ from pipeline_lib.decode.inputs import (
 from pipeline_lib.decode.outputs import OutputWriter, Postprocess, render
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import check_cpu_gemm, resolve_device, translate
-from pipeline_lib.diverged import add_skip_argument, is_diverged, skip_diverged
+from pipeline_lib.divergence.placeholders import add_skip_argument, is_diverged, skip_diverged
 from pipeline_lib.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline_lib.atomic import write_json
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
-from pipeline_lib.diverged import add_skip_argument, skip_diverged
+from pipeline_lib.divergence.placeholders import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import compound_split as CS
 from pipeline_lib.evaluate import metrics as M

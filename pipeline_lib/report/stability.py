@@ -3,7 +3,7 @@ panel per method and depth, each cell the fraction of seeds that converged, thei
 where the grid is decoded (``stability_map.decode``), their test BLEU, as the paper's figure shows.
 
 The verdict is the trainer's (``status.json``: the divergence rule of
-:mod:`pipeline_lib.train.divergence`, the same rule the tables use); this module only reads and draws.
+:mod:`pipeline_lib.divergence.rule`, the same rule the tables use); this module only reads and draws.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_text
-from pipeline_lib.diverged import CLAUSE_WORDS
+from pipeline_lib.divergence.rule import CLAUSE_WORDS
 from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report.inputs import read_json, read_train_log
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pipeline_lib.diverged import CLAUSE_WORDS
+from pipeline_lib.divergence.rule import CLAUSE_WORDS
 from pipeline_lib.letters import system_letters
 from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report import decoding

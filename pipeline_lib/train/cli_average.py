@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from pipeline_lib.checkpoint import last_checkpoints
-from pipeline_lib.diverged import add_skip_argument, skip_diverged
+from pipeline_lib.divergence.placeholders import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.train.average import write_average
 

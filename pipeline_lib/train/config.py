@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline_lib.cpu.gemm_names import CPU_GEMMS
+from pipeline_lib.divergence.rule import UNIGRAM
 from pipeline_lib.errors import ConfigError
 
 OPTIMIZERS = ("radam", "adam")
@@ -20,7 +21,6 @@ LR_SCHEDULERS = ("inverse_sqrt", "fixed", "linear")
 AMP_MODES = ("none", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 PROGRESS_MODES = ("auto", "lines", "tqdm", "none")
-UNIGRAM = "unigram"
 
 
 def _betas_arg(text: str) -> tuple[float, float]:

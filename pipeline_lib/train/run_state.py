@@ -20,7 +20,7 @@ class Outcome:
     update: int
     epoch: int
     reason: str | None = None
-    criterion: str | None = None  # which divergence criterion fired (train/divergence.py)
+    criterion: str | None = None  # which divergence criterion fired (pipeline_lib/divergence/rule.py)
 
     @property
     def exit_code(self) -> int:

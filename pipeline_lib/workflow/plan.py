@@ -12,7 +12,7 @@ from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.model.config import model_recipe_defaults
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.train.config import recipe_defaults, stuck_after
-from pipeline_lib.train.divergence import describe_rule
+from pipeline_lib.divergence.rule import describe_rule
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments
 from pipeline_lib.workflow.smoke import apply_smoke

@@ -28,12 +28,14 @@ from __future__ import annotations
 import collections
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline_lib.data.indexed import IndexedDataset
-from pipeline_lib.train.config import UNIGRAM
+if TYPE_CHECKING:
+    from pipeline_lib.data.indexed import IndexedDataset
 
+UNIGRAM = "unigram"  # --divergence-threshold unigram: the training targets' unigram entropy
 MIN_FINAL_UPDATES = 20
 MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq's --min-loss-scale)
 # How far below the threshold a window mean must go to count as learned: a run hovering at the
@@ -41,6 +43,16 @@ MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq'
 # few hundredths of a bit).
 LEARNED_MARGIN_BITS = 0.25
 UNIFORM_MARGIN_BITS = 1.0
+
+# Every clause a verdict can name (``status.json``'s ``criterion``), with the words tables and the
+# stability map print for it.
+CLAUSE_WORDS = {
+    "non_finite": "non-finite loss",
+    "loss_scale": "fp16 loss scale collapsed",
+    "blew_up": "blew up after learning",
+    "stuck": "stuck at the threshold",
+    "worse_than_uniform": "worse than uniform",
+}
 
 
 def unigram_entropy_bits(targets: IndexedDataset, vocab_size: int, eos: int) -> float:
@@ -71,7 +83,7 @@ def describe_rule(setting: float | str | None, window: int, after: int) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    criterion: str  # a key of pipeline_lib.diverged.CLAUSE_WORDS
+    criterion: str  # a key of CLAUSE_WORDS
     reason: str
 
 

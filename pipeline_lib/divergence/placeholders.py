@@ -22,16 +22,6 @@ from pipeline_lib.errors import InputError
 PLACEHOLDER_FORMAT = "deepnmt-placeholder/1"
 SCORE_SCHEMA = "deepnmt-score/1"
 
-# Every clause a divergence verdict can name (``status.json``'s ``criterion``, decided by
-# pipeline_lib.train.divergence), with the words tables and the stability map print for it.
-CLAUSE_WORDS = {
-    "non_finite": "non-finite loss",
-    "loss_scale": "fp16 loss scale collapsed",
-    "blew_up": "blew up after learning",
-    "stuck": "stuck at the threshold",
-    "worse_than_uniform": "worse than uniform",
-}
-
 
 def read_status(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)

@@ -1,0 +1,199 @@
+"""One update: forward and backward over this rank's micro-batches (accumulated, optionally in threads),
+then unscale, clip and step.
+
+Reproducibility: before every update the torch RNG (dropout) is re-seeded from (seed, update, rank);
+on a CPU each micro-batch draws its masks from its own generator, so the thread that runs it does not
+matter. Gradients are normalised per target token of the whole update, as fairseq does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import torch.distributed as torch_dist
+from torch import Tensor, nn
+
+from pipeline_lib.cpu.onednn import uses_onednn
+from pipeline_lib.cpu.threads import single_intra_op_thread
+from pipeline_lib.cpu.weight_grad_sharing import run_micro_batches
+from pipeline_lib.model.dropout import dropout_generator
+from pipeline_lib.model.transformer import TransformerModel
+from pipeline_lib.train.batching import Batch
+from pipeline_lib.train.build import Context
+from pipeline_lib.train.collectives import Ranks
+from pipeline_lib.train.config import TrainConfig
+from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss
+from pipeline_lib.train.pending_update import HostStats
+from pipeline_lib.train.run_state import update_seed
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    if device.type == "cuda":
+        batch = batch.pin_memory()  # an asynchronous copy, which pageable memory cannot have
+    return batch.to(device)
+
+
+class Updater:
+    """Owns what an update touches: the model (and its DDP wrapper), the optimizer and the loss scaler."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        ctx: Context,
+        model: TransformerModel,
+        params: list[nn.Parameter],
+        optimizer: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler,
+        ranks: Ranks,
+        amp_dtype: torch.dtype | None,
+        chunked_loss: bool,
+    ) -> None:
+        self.cfg, self.ctx, self.ranks = cfg, ctx, ranks
+        self.model, self.params, self.optimizer, self.scaler = model, params, optimizer, scaler
+        self.device = ranks.device
+        self.amp_dtype = amp_dtype
+        self.chunked_loss = chunked_loss
+        self.ddp: nn.Module = model  # the DDP wrapper once wrap_ddp() has run
+
+    def wrap_ddp(self) -> None:
+        if self.ranks.distributed and self.ddp is self.model:
+            self.ddp = nn.parallel.DistributedDataParallel(
+                self.model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False,
+                gradient_as_bucket_view=True,
+            )
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def forward_loss(self, batch: Batch, module: nn.Module | None = None) -> tuple[Tensor, Tensor]:
+        """(loss_sum, nll_sum) of one batch through ``module`` (default: the DDP wrapper)."""
+        module = module or self.ddp
+        if self.chunked_loss:
+            hidden = module(batch.src_tokens, batch.prev_tokens, features_only=True)
+            # the output layer's product runs inside the loss, on the library set_cpu_gemm chose for it
+            out = self.model.output_projection
+            return output_layer_loss(
+                hidden,
+                out.weight,
+                batch.target,
+                self.cfg.label_smoothing,
+                self.ctx.pad,
+                onednn=uses_onednn(out),
+            )
+        with self._autocast():
+            logits = module(batch.src_tokens, batch.prev_tokens)
+        return label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
+
+    def accumulate_gradients(
+        self, batches: list[Batch], total_tokens: float, update: int
+    ) -> tuple[Tensor, Tensor]:
+        """Forward/backward over this rank's micro-batches; leaves per-target-token gradients in .grad.
+        Returns this rank's (loss_sum, nll_sum) in nats. ``update`` (the updates done, or with
+        --deferred-stats the update still being judged counted too) seeds dropout."""
+        rank, world = self.ranks.rank, self.ranks.world
+        torch.manual_seed(update_seed(self.cfg.seed, update, rank))
+        self.ddp.train()
+        # DDP averages gradients over ranks; fairseq's normalisation is per target token of the update.
+        scale = world / total_tokens
+        if self.cfg.cpu_workers > 1:
+            return self._accumulate_in_threads(batches, scale, update)
+        loss_acc = torch.zeros((), device=self.device)
+        nll_acc = torch.zeros((), device=self.device)
+        for i, batch in enumerate(batches):
+            sync = not self.ranks.distributed or i == len(batches) - 1
+            with (
+                contextlib.nullcontext() if sync else self.ddp.no_sync(),
+                dropout_generator(self._micro_batch_generator(update, i)),
+            ):
+                loss, nll = self.forward_loss(batch)
+                self.scaler.scale(loss * scale).backward()
+            loss_acc += loss.detach()
+            nll_acc += nll.detach()
+        return loss_acc, nll_acc
+
+    def _micro_batch_generator(self, update: int, index: int) -> torch.Generator | None:
+        """CPU: dropout masks from (seed, update, rank, micro-batch) alone, whichever thread runs it.
+        CUDA keeps the global generator and ATen's fused dropout kernel."""
+        if self.device.type != "cpu" or self.cfg.compile:  # compiled dropout has its own RNG
+            return None
+        seed = update_seed(self.cfg.seed, update, (self.ranks.rank + 1) * 100_003 + index)
+        return torch.Generator().manual_seed(seed)
+
+    def _accumulate_in_threads(
+        self, batches: list[Batch], scale: float, update: int
+    ) -> tuple[Tensor, Tensor]:
+        """--cpu-workers: micro-batches side by side, one intra-op thread each; their gradients are
+        summed in micro-batch order, as sequential backward() calls would accumulate them. The oneDNN
+        layers' weight-gradient products go to queues that an idle worker helps empty
+        (``weight_grad_sharing``)."""
+
+        def micro_batch(i: int) -> tuple[Tensor, Tensor, tuple[Tensor | None, ...]]:
+            with dropout_generator(self._micro_batch_generator(update, i)):
+                loss, nll = self.forward_loss(batches[i])
+                grads = torch.autograd.grad(loss * scale, self.params, allow_unused=True)
+            return loss.detach(), nll.detach(), grads
+
+        with single_intra_op_thread():
+            results, shared = run_micro_batches(len(batches), self.cfg.cpu_workers, micro_batch)
+        loss_acc = torch.zeros((), device=self.device)
+        nll_acc = torch.zeros((), device=self.device)
+        for i, (loss, nll, autograd_grads) in enumerate(results):
+            grads = shared.complete(i, self.params, autograd_grads)
+            for param, grad in zip(self.params, grads, strict=True):
+                if grad is None:
+                    continue
+                if param.grad is None:
+                    param.grad = grad
+                else:
+                    param.grad += grad
+            loss_acc += loss
+            nll_acc += nll
+        return loss_acc, nll_acc
+
+    def unscale_and_clip(self, loss_acc: Tensor, nll_acc: Tensor) -> Tensor:
+        """Unscaled, clipped gradients in .grad; returns [loss_sum, nll_sum, gnorm] (float64, on the
+        device), the sums over all ranks. The norm is the same on every rank after DDP's all-reduce."""
+        self.scaler.unscale_(self.optimizer)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        gnorm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        if self.cfg.clip_norm > 0:
+            torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.clip_norm, gnorm, foreach=True)
+        stats = torch.stack([loss_acc.double(), nll_acc.double()])
+        if self.ranks.distributed:
+            torch_dist.all_reduce(stats)
+        return torch.cat([stats, gnorm.double().reshape(1)])
+
+    def step_without_reading(self, loss_acc: Tensor, nll_acc: Tensor) -> HostStats:
+        """--deferred-stats: the optimizer step, with the statistics left for later. The step is not
+        gated on finite values: without fp16, a non-finite update is a divergence, which ends the run
+        when it is read, one update later, before anything is saved or validated."""
+        stats = self.unscale_and_clip(loss_acc, nll_acc)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return HostStats.copy_from(stats)
+
+    def train_step(
+        self, batches: list[Batch], total_tokens: float, update: int
+    ) -> tuple[float, float, float, bool]:
+        """One update. Returns (loss_sum, nll_sum, gnorm, stepped), sums over all ranks in nats;
+        ``stepped`` is False when the step was skipped (fp16 overflow, non-finite values)."""
+        loss_acc, nll_acc = self.accumulate_gradients(batches, total_tokens, update)
+        loss_sum, nll_sum, gnorm_value = self.unscale_and_clip(loss_acc, nll_acc).tolist()
+        stepped = True
+        if self.cfg.amp == "fp16":
+            before = self.scaler.get_scale()
+            self.scaler.step(self.optimizer)  # skips the step on inf/nan gradients
+            self.scaler.update()
+            stepped = self.scaler.get_scale() >= before
+        elif math.isfinite(loss_sum) and math.isfinite(gnorm_value):
+            self.optimizer.step()
+        else:
+            stepped = False
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_sum, nll_sum, gnorm_value, stepped
