@@ -23,6 +23,7 @@ from pipeline_lib.data.recipes import (
     Source,
     all_archives,
     read_checksums,
+    url_path,
 )
 from pipeline_lib.errors import ConfigError
 
@@ -111,6 +112,27 @@ def test_recipe_download_from_the_mirror(mirror, tmp_path: Path, monkeypatch):
         and test_full["md5_sacrebleu"] == "a8cd784e006feb32ac6f3d9ec7eb389a"
     )
     assert re.fullmatch(r"[0-9a-f]{32}", test_full["md5"])
+
+
+@pytest.mark.parametrize(
+    ("recipe", "commentary"),
+    [("wmt14-en-de", "news-commentary-v12"), ("wmt16-en-de-google", "news-commentary-v11")],
+)
+def test_each_en_de_recipe_reads_its_news_commentary(recipe, commentary, mirror, tmp_path: Path, monkeypatch):
+    """TC's En-De data takes News Commentary v12 (pre-process/wmt14en-de.sh:21,35); the WMT'16 archive
+    DLCL trains on, v11 (google/seq2seq bin/data/wmt16_en_de.sh:36-38,62). The mirror serves each
+    archive at its original path, and the download checks it against the pinned size and sha256."""
+    root, sums = mirror
+    _point_sacrebleu_at(tmp_path / "sacrebleu", monkeypatch)
+    with serve(root) as base:
+        code = main(["download", "--recipe", recipe, "--out-dir", str(tmp_path / "x"), "--mirror", base,
+                     "--checksums", str(sums), "--retries", "0"])  # fmt: skip
+    assert code == 0
+    manifest = json.loads((tmp_path / "x" / "orig" / "manifest.json").read_text())
+    (archive,) = [a for a in RECIPES[recipe].archives if "nc-v1" in a.name]
+    assert manifest[archive.name]["sha256"] == read_checksums(sums)[url_path(archive.url)]
+    assert any(commentary in corpus for corpus in RECIPES[recipe].corpora)
+    assert len((tmp_path / "x" / "raw" / "train.de").read_text().splitlines()) > 2000
 
 
 def _point_sacrebleu_at(cache: Path, monkeypatch) -> None:

@@ -24,6 +24,7 @@ from pipeline_lib.report.cli import configfile_flags
 from pipeline_lib.report.inputs import Run
 from pipeline_lib.report.marks import paper_entries
 from pipeline_lib.report.paper import PaperColumns
+from pipeline_lib.report.seed_groups import load_groups
 from pipeline_lib.report.tables import DAGGER, render, render_table1
 from pipeline_lib.workflow import Commands
 from pipeline_lib.workflow.schema import validate_config
@@ -337,13 +338,15 @@ def test_the_dlcl_table_shows_wangs_eval_under_its_own_label():
         scores = {"tok_bleu": 20.0 + i, "tok_bleu_wang": 27.0 + i, "bleu": 19.0 + i}
         status = {"status": "completed", "update": 10}
         run_scores = {"scores": {m: {"score": v, "signature": m} for m, v in scores.items()}}
-        runs[name] = Run(name, spec["experiments"][name], status, run_scores)
+        for run in spec["groups"][name]["runs"]:  # Wang's rows: a mean of three seeds, equal here
+            runs[run] = Run(run, spec["experiments"][run], status, run_scores)
+    runs.update(load_groups(spec, runs))
     lines = render_table1(spec, runs, Significance(None, "tok_bleu_wang"))
     table = next(iter(sections("\n## " + "\n".join(lines)).values()))
     header = table[0]
     assert "BLEU (DLCL eval, compound split)↑" in header and "BLEU↑" not in header
     first = table[1]
-    assert first[header.index("BLEU (DLCL eval, compound split)↑")] == "27.0"
+    assert first[header.index("BLEU (DLCL eval, compound split)↑")] == "27.00 ± 0.00 (n=3)"
     assert first[header.index("Paper BLEU (DLCL eval, compound split)")] == "27.5"  # the paper's tok_bleu
     assert first[header.index("Δ paper")] == "-0.5"
     assert "dlcl's wmt_en2de_google_multi_bleu.sh" in table[-1][0]

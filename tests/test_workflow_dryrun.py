@@ -42,8 +42,19 @@ def job_stats(output: str) -> Counter:
     return stats
 
 
+def listed_runs(cfg: dict) -> dict[str, dict]:
+    """The config's experiments, a seed group (seeds: [...]) as one run per seed (<name>-s<seed>)."""
+    return {
+        n if s is None else f"{n}-s{s}": e
+        for n, e in cfg["experiments"].items()
+        for s in e.get("seeds", [None])
+    }
+
+
 def expected_counts(cfg: dict) -> Counter:
-    exps = cfg["experiments"]
+    # a seed group trains, averages, translates and scores one run per seed
+    exps = listed_runs(cfg)
+    groups = {n for n, e in cfg["experiments"].items() if "seeds" in e}
     datasets = cfg["datasets"]
     stab = cfg.get("stability_map")
     stab_runs = []
@@ -53,11 +64,10 @@ def expected_counts(cfg: dict) -> Counter:
     decoded = len(stab_runs) if stab and stab.get("decode", False) else 0
     tables = cfg["tables"]
     n_sig = 0
-    if "table1" in tables and [r for r in tables["table1"]["rows"] if r != tables["table1"]["baseline"]]:
-        n_sig += 1
-    for comp in tables.get("comparisons", []):
-        base = comp.get("baseline", comp["rows"][0])
-        n_sig += bool([r for r in comp["rows"] if r != base])
+    # a seed group's row (mean ± std) is not bootstrapped: a table needs a single-run baseline and row
+    for t in [tables.get("table1"), *tables.get("comparisons", [])]:
+        base = t and t.get("baseline", t["rows"][0])
+        n_sig += bool(t) and base not in groups and any(r not in groups | {base} for r in t["rows"])
     n_sig += "significance" in tables
     used_bt = {e["backtranslation"] for e in exps.values() if e.get("backtranslation")}
     real = [d for d in datasets.values()]
@@ -128,7 +138,7 @@ JOB_SHAPES = {
         "stability-post_ln-6L6L-lr0.0005-b0.999-s1111",
         r"gpu=1, [^\n]*runtime=720",
     ),
-    "config.wmt14_en_de_dlcl_lipschitz.yaml": ("xu_lip_24L", r"gpu=4, [^\n]*runtime=4320"),
+    "config.wmt14_en_de_dlcl_lipschitz.yaml": ("xu_lip_24L", r"gpu=2, [^\n]*runtime=4320"),
 }
 
 
@@ -279,7 +289,7 @@ def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
             assert jobs == expected[rule], rule
     default = cfg["resources"]["train"]
     gpu_hours = 0.0
-    for exp in cfg["experiments"].values():
+    for exp in listed_runs(cfg).values():
         res = {**default, **exp.get("resources", {}).get("train", {})}
         gpu_hours += res["gpu"] * res["runtime"] / 60
     stab = cfg.get("stability_map")
@@ -295,7 +305,7 @@ def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
         for line in proc.stdout.splitlines()
         if len(cells := [c.strip() for c in line.strip("|").split("|")]) == 6
     }
-    for name in cfg["experiments"]:
+    for name in listed_runs(cfg):
         memory = batch_rows[name][5]
         assert memory.endswith(" GB") and 0.01 < float(memory[:-3]) < 80, (name, memory)
 

@@ -156,10 +156,13 @@ def build(root: Path) -> Path:
         ),
         "wmt13/training-parallel-un.tgz": _tar(_parallel("un/undoc.2000.fr-en", fr[2], "fr")),
         "wmt14/training-parallel-nc-v9.tgz": _tar(
-            {
-                **_parallel("training/news-commentary-v9.fr-en", fr[3], "fr"),
-                **_parallel("training/news-commentary-v9.de-en", de[2], "de"),
-            }
+            _parallel("training/news-commentary-v9.fr-en", fr[3], "fr")
+        ),
+        "wmt17/translation-task/training-parallel-nc-v12.tgz": _tar(
+            _parallel("training/news-commentary-v12.de-en", de[2], "de")
+        ),
+        "wmt16/translation-task/training-parallel-nc-v11.tgz": _tar(
+            _parallel("training-parallel-nc-v11/news-commentary-v11.de-en", de[2], "de")
         ),
         "wmt10/training-giga-fren.tar": _tar(
             {

@@ -3,14 +3,19 @@
 Usage::
 
     python -m pipeline_lib preprocess --in-dir work/demo/raw --out-dir work/demo/tok \\
-        --src en --tgt fr [--ratio 1.5 --min-len 1 --max-len 250] [--dedup] [--workers N]
+        --src en --tgt fr [--ratio 1.5 --min-len 1 --max-len 250] [--clean-splits train valid] \\
+        [--clean-after tokenize|bpe] [--dedup] [--workers N]
 
 What happens to each split follows fairseq's ``prepare-wmt14en2fr.sh``: train and valid are
 normalized, stripped of non-printing characters and tokenized with ``-a``; test, as the scripts'
 test branch does it, only gets ``sed "s/’/'/g"`` and ``-a`` tokenization (no normalization, so the
 tokenized reference is the one the papers' tokenized BLEU was computed on; ``--normalize-test``
-treats test like train). ``train`` and ``valid`` are then cleaned like ``clean-corpus-n.perl -ratio 1.5 ... 1 250``; ``test`` is never
-cleaned (its lines must stay aligned with the reference). ``--valid-every 1333`` carves the
+treats test like train). The ``--clean-splits`` (default ``train`` and ``valid``) are then cleaned like
+``clean-corpus-n.perl -ratio 1.5 ... 1 250`` on Moses tokens; ``test`` is never cleaned (its lines must
+stay aligned with the reference). ``--clean-after bpe`` leaves that to ``apply-bpe``, which counts
+subwords as fairseq's ``prepare-wmt14en2fr.sh`` does (clean_segmented.py): here those splits then
+lose only empty lines and lines over ``--hard-limit`` raw tokens, which no segmentation can save (it
+only splits tokens), and ``--ratio/--min-len/--max-len`` apply to mono alone. ``--valid-every 1333`` carves the
 valid split out of train (every 1333rd line) when the corpus ships no dev set.
 A ``mono.{tgt}`` (or ``mono.{src}``) file, if present, is tokenized and length-cleaned on
 its own, for back-translation.
@@ -33,6 +38,8 @@ import argparse
 import hashlib
 import json
 import logging
+import math
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -51,6 +58,7 @@ from pipeline_lib.errors import ConfigError, InputError
 log = logging.getLogger(__name__)
 
 EVAL_SPLITS = ("valid", "test")
+CLEAN_AFTER = ("tokenize", "bpe")
 
 
 # Cleaning that removes more than this share of a split is worth a look (wrong --ratio for the
@@ -88,6 +96,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--clean-splits", nargs="*", default=["train", "valid"], help="splits filtered by clean-corpus-n"
     )
+    p.add_argument(
+        "--clean-after",
+        choices=CLEAN_AFTER,
+        default="tokenize",
+        help="tokenize: clean the --clean-splits here, on Moses tokens; bpe: apply-bpe cleans them on "
+        "subwords (fairseq's WMT'14 En-Fr), so here they only lose empty and --hard-limit lines",
+    )
     p.add_argument("--ratio", type=float, default=1.5, help="max length ratio (clean-corpus-n -ratio)")
     p.add_argument("--min-len", type=int, default=1, help="min tokens per side")
     p.add_argument("--max-len", type=int, default=250, help="max tokens per side")
@@ -112,7 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-size", type=int, default=2000, help="lines per parallel work unit")
 
 
-def _excerpt(text: str) -> str:
+def excerpt(text: str) -> str:
     """A raw line as one TSV field: tabs escaped, cut at ``DROPPED_TEXT_CHARS`` characters."""
     text = text.replace("\t", "\\t")
     return text if len(text) <= DROPPED_TEXT_CHARS else text[: DROPPED_TEXT_CHARS - 1] + "…"
@@ -136,7 +151,7 @@ def clean_numbered_chunk(
         out.append(result)
         stats.update(why)
         if result is None:
-            dropped.append((lineno, next(iter(why)), tuple(_excerpt(col) for col in row)))
+            dropped.append((lineno, next(iter(why)), tuple(excerpt(col) for col in row)))
     return out, stats, dropped
 
 
@@ -241,6 +256,13 @@ def _write_dropped(out: IO[str] | None, dropped: Dropped) -> None:
         out.write("\n")
 
 
+def guard_config(hard_limit: int) -> moses.CleanConfig:
+    """What a split cleaned after BPE loses here: only what clean-corpus-n would drop on its subwords
+    whatever the segmentation. Tokenizing and segmenting only split tokens, so an empty line stays
+    empty and a line over ``hard_limit`` (> max_len) raw tokens stays over max_len."""
+    return moses.CleanConfig(ratio=math.inf, min_len=0, max_len=sys.maxsize, hard_limit=hard_limit)
+
+
 def _tok_config(split: str, tok_cfg: moses.TokConfig, normalize_test: bool) -> moses.TokConfig:
     """Test sets of the Moses path get the fairseq scripts' test treatment (see module docstring)."""
     if split != "test" or normalize_test or not tok_cfg.tokenize:
@@ -264,6 +286,10 @@ def _write(
             is_mono = len(sp.files) == 1
             out_langs = (sp.files[0].suffix[1:],) if is_mono else langs
             cleaned = is_mono or sp.name in args.clean_splits
+            # mono is never segmented-and-cleaned by apply-bpe: it keeps the token-level cleaning
+            split_clean = (
+                clean_cfg if is_mono or args.clean_after == "tokenize" else guard_config(args.hard_limit)
+            )
             split_cfg = _tok_config(sp.name, tok_cfg, args.normalize_test)
             if not is_mono:  # scoring tokenizes hypotheses with it (evaluate/reference_scheme.py)
                 schemes[sp.name] = asdict(split_cfg)
@@ -299,7 +325,7 @@ def _write(
                     workers=args.workers,
                     chunk_size=args.chunk_size,
                     initializer=moses.init_worker,
-                    initargs=(out_langs, split_cfg, clean_cfg if cleaned else None),
+                    initargs=(out_langs, split_cfg, split_clean if cleaned else None),
                 )
                 for rows, chunk_stats, chunk_dropped in results:
                     reasons.update(chunk_stats)
@@ -316,7 +342,7 @@ def _write(
                             if key in seen:
                                 reasons["duplicate"] += 1
                                 assert original is not None
-                                _write_dropped(drops, (lineno, "duplicate", tuple(map(_excerpt, original))))
+                                _write_dropped(drops, (lineno, "duplicate", tuple(map(excerpt, original))))
                                 continue
                             seen.add(key)
                         for f, col in zip(outs, row, strict=True):
@@ -370,6 +396,8 @@ def _write(
             "test_normalized": _tok_config("test", tok_cfg, args.normalize_test).normalize,
             "clean": {
                 "splits": list(args.clean_splits),
+                # bpe: ratio/min_len/max_len are apply-bpe's (its meta.json), only mono's here
+                "after": args.clean_after,
                 "ratio": clean_cfg.ratio,
                 "min_len": clean_cfg.min_len,
                 "max_len": clean_cfg.max_len,

@@ -9,7 +9,8 @@ Learn (on the train split of both languages, jointly)::
 Apply (every ``{split}.{lang}`` and ``mono.{lang}`` file of ``--in-dir``, chunk-parallel)::
 
     python -m pipeline_lib apply-bpe --in-dir work/demo/tok --model-dir work/demo/subword \\
-        --out-dir work/demo/bpe --src en --tgt fr [--vocab-threshold 50] [--workers N]
+        --out-dir work/demo/bpe --src en --tgt fr [--vocab-threshold 50] [--workers N] \\
+        [--clean-splits train valid --ratio 1.5 --min-len 1 --max-len 250]
 
 BPE follows subword-nmt's ``learn-joint-bpe-and-vocab``: word counts of both training sides
 are summed, ``--merges`` operations are learnt on them (``codes``), and each language's
@@ -26,6 +27,15 @@ corpus is under ``--spm-input-size`` sentences (larger corpora are sampled).
 ``apply-bpe`` copies the model files into ``--out-dir`` and writes ``meta.json`` there with
 ``subword`` (``bpe``/``spm``), the model file names, ``moses_tokenized`` (carried over from the
 preprocess ``meta.json``) and the languages: everything the decoder needs to undo it.
+
+``--clean-splits train valid [--ratio 1.5 --min-len 1 --max-len 250]`` cleans those splits after
+segmenting, as fairseq's ``prepare-wmt14en2fr.sh:131-132`` runs ``clean-corpus-n.perl`` on the BPE
+text (``clean_segmented.py``; SentencePiece pieces are counted the same way). Each gets
+``{split}.dropped.tsv`` (preprocess's format: the line in ``--in-dir``'s split file, the reason, the
+segmented source and target), and meta.json a ``clean`` block and per-split counts under ``splits``
+as preprocess writes them. A cleaned ``valid`` also gets ``valid.ref.{lang}`` and ``valid.tok.{lang}``,
+preprocess's original and tokenized text filtered alike, and meta.json keeps preprocess's
+``tokenization`` record: scoring on valid reads them. An emptied split is an error.
 """
 
 from __future__ import annotations
@@ -43,7 +53,9 @@ from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data.chunk_map import default_workers, scan_file
+from pipeline_lib.data.clean_segmented import CLEANABLE_SPLITS, SplitPaths, segment_and_clean
 from pipeline_lib.data.line_sample import write_sample
+from pipeline_lib.data.moses import CleanConfig
 from pipeline_lib.data.subword import MODEL_META, load_model_meta, segment_file
 from pipeline_lib.errors import ConfigError, InputError
 
@@ -217,6 +229,16 @@ def add_apply_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tgt", required=True)
     p.add_argument("--splits", nargs="+", default=["train", "valid", "test", "mono"])
     p.add_argument("--vocab-threshold", type=int, default=0, help="BPE: subword-nmt --vocabulary-threshold")
+    p.add_argument(
+        "--clean-splits",
+        nargs="*",
+        choices=CLEANABLE_SPLITS,
+        default=[],
+        help="splits cleaned like clean-corpus-n on their subwords (fairseq's WMT'14 En-Fr: train valid)",
+    )
+    p.add_argument("--ratio", type=float, default=1.5, help="max length ratio (clean-corpus-n -ratio)")
+    p.add_argument("--min-len", type=int, default=1, help="min subwords per side")
+    p.add_argument("--max-len", type=int, default=250, help="max subwords per side")
     p.add_argument("--workers", type=int, default=default_workers())
     p.add_argument("--chunk-size", type=int, default=2000)
 
@@ -242,14 +264,23 @@ def run_apply(args: argparse.Namespace) -> int:
     _validate([args.in_dir / f"{split}.{lang}" for split, lang in jobs], args.workers)  # before writing
     prev_meta_path = args.in_dir / "meta.json"
     prev = json.loads(prev_meta_path.read_text(encoding="utf-8")) if prev_meta_path.is_file() else {}
+    clean_cfg = CleanConfig(args.ratio, args.min_len, args.max_len)
+    cleaned = [sp for sp in dict.fromkeys(args.clean_splits) if any(sp == split for split, _ in jobs)]
+    for split, lang in ((sp, lang) for sp in cleaned for lang in (args.src, args.tgt)):
+        if (split, lang) not in jobs:
+            raise InputError(
+                f"{args.in_dir / f'{split}.{lang}'}: not found; --clean-splits {split} needs both sides"
+            )
     counts: dict[str, int] = {}
-    with AtomicGroup() as group:
-        for split, lang in jobs:
+    stats: dict[str, dict] = {}
+    args.out_dir.mkdir(parents=True, exist_ok=True)  # the scratch files: beside the outputs, not in /tmp
+    with AtomicGroup() as group, tempfile.TemporaryDirectory(dir=args.out_dir, prefix=".clean-") as scratch:
+
+        def segment(split: str, lang: str, dst: Path) -> int:
             vocab_path = args.model_dir / f"vocab.{lang}" if kind == "bpe" and args.vocab_threshold else None
             if vocab_path is not None and not vocab_path.is_file():
                 raise InputError(f"{vocab_path}: not found; --vocab-threshold needs learn-bpe's vocabularies")
-            dst = group.tmp_for(args.out_dir / f"{split}.{lang}")
-            counts[f"{split}.{lang}"] = segment_file(
+            return segment_file(
                 args.in_dir / f"{split}.{lang}",
                 dst,
                 kind=kind,
@@ -259,6 +290,17 @@ def run_apply(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 chunk_size=args.chunk_size,
             )
+
+        for split, lang in jobs:
+            if split not in cleaned:
+                counts[f"{split}.{lang}"] = segment(
+                    split, lang, group.tmp_for(args.out_dir / f"{split}.{lang}")
+                )
+        for split in cleaned:
+            paths = SplitPaths(args.in_dir, args.out_dir, Path(scratch), (args.src, args.tgt))
+            stats[split] = segment_and_clean(paths, split, clean_cfg, group, segment)
+            for lang in (args.src, args.tgt):
+                counts[f"{split}.{lang}"] = stats[split]["kept"]
         for name in [model_file, *(f"vocab.{lang}" for lang in (args.src, args.tgt)), MODEL_META]:
             if (args.model_dir / name).is_file() and args.model_dir.resolve() != args.out_dir.resolve():
                 shutil.copyfile(args.model_dir / name, group.tmp_for(args.out_dir / name))
@@ -272,7 +314,16 @@ def run_apply(args: argparse.Namespace) -> int:
             "moses_tokenized": bool(prev.get("moses_tokenized", True)),
             "aggressive_dash_splits": bool(prev.get("aggressive_dash_splits", True)),
             "lines": counts,
+            "clean": {
+                "splits": cleaned,
+                "ratio": clean_cfg.ratio,
+                "min_len": clean_cfg.min_len,
+                "max_len": clean_cfg.max_len,
+            },
+            "splits": stats,  # preprocess's shape: the report shows them as "<split> (after BPE)"
         }
+        if "tokenization" in prev:  # a cleaned valid's bpe/valid.tok.<lang> is scored against it
+            meta["tokenization"] = prev["tokenization"]
         group.tmp_for(args.out_dir / "meta.json").write_text(
             json.dumps(meta, indent=2) + "\n", encoding="utf-8"
         )

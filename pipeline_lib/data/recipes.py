@@ -98,6 +98,19 @@ NEWS_COMMENTARY_V9 = _statmt(
     80418416,
     "cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485",
 )
+# fairseq's prepare-wmt14en2de.sh:21 (without --icml17) and Transformer-Clinic's pre-process/wmt14en-de.sh:21
+# fetch it from data.statmt.org; sha256 and size as TFDS pins that URL (url_checksums/wmt17_translate.txt).
+NEWS_COMMENTARY_V12 = Archive(
+    "https://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz",
+    "2b45f30ef1d550d302fd17dd3a5cbe19134ccc4c2cf50c2dae534aee600101a2",
+    168591139,
+)
+# google/seq2seq bin/data/wmt16_en_de.sh:36-38 (the script that made the WMT'16 En-De archive DLCL trains on)
+NEWS_COMMENTARY_V11 = Archive(
+    "https://data.statmt.org/wmt16/translation-task/training-parallel-nc-v11.tgz",
+    "cfe8ab047e05043476e498ee765c98e939c7b7d6d294e856344c84476b619d6a",
+    75178032,
+)
 GIGA_FREN = _statmt(
     "wmt10/training-giga-fren.tar",
     2595102720,
@@ -119,11 +132,30 @@ RECIPES: dict[str, Recipe] = {
         test=("wmt14/full", "en-fr"),
         dev=None,
     ),
+    # News Commentary v12, as the Very Deep paper's En-De data (t2t translate_ende.py, which it mimics)
+    # and Transformer-Clinic's pre-process/wmt14en-de.sh:21,35 use; fairseq's v9 only with --icml17.
     "wmt14-en-de": Recipe(
         src="en",
         tgt="de",
-        archives=(EUROPARL_V7, COMMONCRAWL, NEWS_COMMENTARY_V9),
-        corpora=("training/europarl-v7.de-en", "commoncrawl.de-en", "training/news-commentary-v9.de-en"),
+        archives=(EUROPARL_V7, COMMONCRAWL, NEWS_COMMENTARY_V12),
+        corpora=("training/europarl-v7.de-en", "commoncrawl.de-en", "training/news-commentary-v12.de-en"),
+        test=("wmt14/full", "en-de"),
+        dev=("wmt13", "en-de"),
+    ),
+    # Wang et al. 2019 (DLCL) train on Google's preprocessed "wmt16_en_de.tar.gz" (dlcl
+    # runs/prepare-wmt-en2de.sh:4-18), a Google Drive file with no stable URL and no published checksum.
+    # It is rebuilt here from the script that made it (google/seq2seq @7f48589 bin/data/wmt16_en_de.sh):
+    # Europarl v7 + Common Crawl + News Commentary v11 (:28-38,60-70); the Europarl text comes from the
+    # WMT'13 archive (the same europarl-v7.de-en files as statmt.org/europarl/v7/de-en.tgz, :29-30).
+    "wmt16-en-de-google": Recipe(
+        src="en",
+        tgt="de",
+        archives=(EUROPARL_V7, COMMONCRAWL, NEWS_COMMENTARY_V11),
+        corpora=(
+            "training/europarl-v7.de-en",
+            "commoncrawl.de-en",
+            "training-parallel-nc-v11/news-commentary-v11.de-en",
+        ),
         test=("wmt14/full", "en-de"),
         dev=("wmt13", "en-de"),
     ),

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline_lib.dataclass_cli import flag_name
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.registry import residual_names
 
@@ -73,9 +75,15 @@ class ModelConfig:
         choices=DEEPNORM_BETAS,
         recipe=True,
     )
-    # Joint vocabulary: one table for source, target input and output projection.
+    # Joint vocabulary: one table for source, target input and output projection (fairseq's
+    # --share-all-embeddings). Off: separate encoder and decoder tables over the same vocabulary, the
+    # decoder's still tied to the output projection (Xu et al.'s Neutron: share_emb False,
+    # bindDecoderEmb True); recipes may set it.
     share_all_embeddings: bool = _model(
-        True, "separate source/target tables", flag="--no-share-all-embeddings"
+        True,
+        "separate encoder and decoder embedding tables (the decoder's stays tied to the output projection)",
+        flag="--no-share-all-embeddings",
+        recipe=True,
     )
     share_decoder_input_output_embed: bool = _internal(True)
     max_positions: int = _model(1024)
@@ -164,3 +172,18 @@ def model_recipe_defaults() -> dict[str, Any]:
 
 def model_recipe_fields() -> tuple[str, ...]:
     return tuple(model_recipe_defaults())
+
+
+def model_recipe_pairs(recipe: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(flag without its dashes, value) of each model setting ``recipe`` gives, as `train` parses it
+    (dataclass_cli): a switch is on exactly when the recipe's value differs from the default, so
+    ``share_all_embeddings: false`` gives ``--no-share-all-embeddings`` and ``true`` gives nothing."""
+    pairs: list[tuple[str, Any]] = []
+    for field in dataclasses.fields(ModelConfig):
+        if not field.metadata.get("recipe") or field.name not in recipe:
+            continue
+        value = recipe[field.name]
+        if isinstance(field.default, bool):
+            value = value != field.default
+        pairs.append((field.metadata.get("flag", flag_name(field.name)).removeprefix("--"), value))
+    return pairs

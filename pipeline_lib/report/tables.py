@@ -36,6 +36,7 @@ from pipeline_lib.report.marks import (
     table_metric,
 )
 from pipeline_lib.report.paper import DEFAULT_TOLERANCE, PaperColumns
+from pipeline_lib.report.seed_groups import Row, SeedGroup, load_groups, members
 
 METRIC_HEADERS = {
     "tok_bleu": "BLEU↑",
@@ -60,6 +61,12 @@ def fmt(value: float | None, decimals: int = 1) -> str:
     return "–" if value is None else f"{value:.{decimals}f}"
 
 
+def metric_cell(run: Row, metric: str, mark: str = "") -> str:
+    """A metric cell: the run's value and its mark, or a seed group's mean ± std (no mark: the paired
+    bootstrap tests single runs)."""
+    return run.cell(metric) if isinstance(run, SeedGroup) else fmt(run.metric(metric)) + mark
+
+
 def fmt_params(n: int | None) -> str:
     if n is None:
         return "–"
@@ -70,7 +77,7 @@ def fmt_params(n: int | None) -> str:
     return f"{n / 1e3:.0f}K"
 
 
-def fmt_updates(run: Run) -> str:
+def fmt_updates(run: Row) -> str:
     """Updates trained (for a diverged run: the update it stopped at), so budgets are visible."""
     update = run.status.get("update")
     return "–" if update is None else f"{int(update):,}"
@@ -80,18 +87,18 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _signatures(runs: list[Run], metrics: list[str]) -> list[str]:
+def _signatures(runs: list[Row], metrics: list[str]) -> list[str]:
     lines = []
     for metric in metrics:
-        sigs = sorted({s for r in runs if not r.diverged for s in [r.signature(metric)] if s})
+        sigs = sorted({s for r in members(runs) if not r.diverged for s in [r.signature(metric)] if s})
         for sig in sigs:
             lines.append(f"- {METRIC_HEADERS.get(metric, metric)} `{sig}`")
     return lines
 
 
-def _diverged_notes(runs: list[Run]) -> list[str]:
+def _diverged_notes(runs: list[Row]) -> list[str]:
     out = []
-    for r in runs:
+    for r in members(runs):
         if r.diverged:
             st = r.status
             clause = st.get("criterion")
@@ -104,25 +111,53 @@ def _diverged_notes(runs: list[Run]) -> list[str]:
     return out
 
 
-def dev_perplexity(run: Run) -> float | None:
+def dev_perplexity(run: Row) -> float | None:
     """The trainer's last validation (status.json), also for a run stopped as diverged."""
     return (run.status.get("valid") or {}).get("ppl")
 
 
-def curve_cell(points: list[tuple[int, float]], marks: int = 5) -> str:
-    """A learning curve in a table cell: the last logged training perplexity at each fifth of the run."""
+def curve_values(points: list[tuple[int, float]], marks: int = 5) -> list[float | None]:
+    """The last logged training perplexity at each fifth of the run."""
     if not points:
-        return "–"
+        return []
     last = points[-1][0]
     values = []
     for k in range(1, marks + 1):
         before = [ppl for update, ppl in points if update <= last * k / marks]
-        values.append(f"{before[-1]:.0f}" if before else "–")
-    return " · ".join(values)
+        values.append(before[-1] if before else None)
+    return values
 
 
-def seeds_note(rows: list[Run]) -> str:
+def curve_cell(points: list[tuple[int, float]], marks: int = 5) -> str:
+    """A learning curve in a table cell: the last logged training perplexity at each fifth of the run."""
+    values = curve_values(points, marks)
+    return " · ".join("–" if v is None else f"{v:.0f}" for v in values) if values else "–"
+
+
+def row_curve_cell(run: Row) -> str:
+    """A run's curve cell; a seed group's: the mean over its converged runs at each fifth."""
+    if not isinstance(run, SeedGroup):
+        return curve_cell(run.train_points)
+    curves = [c for c in (curve_values(r.train_points) for r in run.converged) if c]
+    if not curves:
+        return "–"
+    means = [None if None in col else sum(col) / len(col) for col in zip(*curves, strict=True)]
+    return " · ".join("–" if v is None else f"{v:.0f}" for v in means)
+
+
+def seeds_note(rows: list[Row]) -> str:
     """Say how many training runs stand behind each row, so a difference is not read past its evidence."""
+    groups = [r for r in rows if isinstance(r, SeedGroup)]
+    if groups:
+        return (
+            "A row over seeds shows mean ± sample standard deviation (n − 1) over its runs that converged "
+            "(n = how many; a diverged run is counted, not averaged); Δ and Δ paper compare that mean, and its "
+            "perplexities are the mean over the same runs. "
+            "Seeds: "
+            + "; ".join(f"{model_label(g)} {', '.join(str(s) for s in g.info['seeds'])}" for g in groups)
+            + ". No † on such a row: the paired bootstrap tests one run's output, not the seed variance "
+            "(tables.significance compares single runs)."
+        )
     seeds = sorted({int(r.info.get("seed", 1)) for r in rows})
     if len(seeds) == 1:
         return (
@@ -132,7 +167,7 @@ def seeds_note(rows: list[Run]) -> str:
     return f"Seeds: {', '.join(str(s) for s in seeds)} (one training run per row)."
 
 
-def _delta(run: Run, base: Run, metric: str) -> str:
+def _delta(run: Row, base: Row, metric: str) -> str:
     if run is base:
         return "–"
     a, b = run.metric(metric), base.metric(metric)
@@ -147,7 +182,7 @@ def table_settings(spec: dict[str, Any] | None) -> tuple[float, float]:
     return spec.get("translation_floor", DEFAULT_FLOOR), spec.get("paper_tolerance", DEFAULT_TOLERANCE)
 
 
-def _footnotes(rows: list[Run], base: Run, sig: Significance, paper: PaperColumns) -> list[str]:
+def _footnotes(rows: list[Row], base: Row, sig: Significance, paper: PaperColumns) -> list[str]:
     """What stands under every table: decoding, significance, paper, divergences."""
     lines = []
     dec = decoding.note(rows)
@@ -159,11 +194,11 @@ def _footnotes(rows: list[Run], base: Run, sig: Significance, paper: PaperColumn
     paper_notes = paper.notes(rows)
     if paper_notes:
         lines += ["", *paper_notes]
-    lines += ["", *_diverged_notes(rows)] if any(r.diverged for r in rows) else []
+    lines += ["", *_diverged_notes(rows)] if any(r.diverged for r in members(rows)) else []
     return lines
 
 
-def lead_with_perplexity(rows: list[Run], floor: Floor) -> list[str]:
+def lead_with_perplexity(rows: list[Row], floor: Floor) -> list[str]:
     """Above a table where no system translates: say so, and give the measure that does apply (dev
     perplexity, best first) before any BLEU column is read. The table's columns stay as they are."""
     if not floor.all_below(rows):
@@ -173,7 +208,7 @@ def lead_with_perplexity(rows: list[Run], floor: Floor) -> list[str]:
     return [floor.lead_note() + (f" Dev perplexity, best first: {ranked}." if ranked else ""), ""]
 
 
-def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance) -> list[str]:
+def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance) -> list[str]:
     t1 = spec["tables"]["table1"]
     base = runs[t1["baseline"]]
     names = list(dict.fromkeys([t1["baseline"], *t1["rows"]]))
@@ -212,14 +247,14 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Run], sig: Significance)
             cells = [
                 model_label(run),
                 fmt_params(run.parameters),
-                fmt(run.metric("ter")),
-                fmt(run.metric("meteor")),
-                fmt(run.metric(bleu)) + (sig.mark(run.name) if sig.metric == bleu else ""),
+                metric_cell(run, "ter"),
+                metric_cell(run, "meteor"),
+                metric_cell(run, bleu, sig.mark(run.name) if sig.metric == bleu else ""),
                 _delta(run, base, bleu),
-                fmt(run.metric(other)) + (sig.mark(run.name) if sig.metric == other else ""),
+                metric_cell(run, other, sig.mark(run.name) if sig.metric == other else ""),
             ]
         if dev_ppl:
-            cells[2:2] = [curve_cell(run.train_points), fmt(dev_perplexity(run), 0)]
+            cells[2:2] = [row_curve_cell(run), fmt(dev_perplexity(run), 0)]
         if paper.active:
             cells += paper.cells(run)
         if dec_column:
@@ -253,7 +288,7 @@ def paper_header(metric: str) -> list[str]:
 
 
 def render_comparison(
-    comp: dict[str, Any], runs: dict[str, Run], sig: Significance, spec: dict[str, Any] | None = None
+    comp: dict[str, Any], runs: dict[str, Row], sig: Significance, spec: dict[str, Any] | None = None
 ) -> list[str]:
     base_name = comp.get("baseline", comp["rows"][0])
     names = list(dict.fromkeys([base_name, *comp["rows"]]))
@@ -292,7 +327,7 @@ def render_comparison(
             cells += ["diverged"] * len(metrics) + ["–"]
         else:
             for m in metrics:
-                cells.append(fmt(run.metric(m)) + (sig.mark(run.name) if m == sig.metric else ""))
+                cells.append(metric_cell(run, m, sig.mark(run.name) if m == sig.metric else ""))
             cells.append(_delta(run, base, tested))
         if paper.active:
             cells += paper.cells(run)
@@ -343,15 +378,20 @@ def render_matrix(
 
 
 def render_data(metas: dict[str, str | list[str]]) -> list[str]:
-    """Per dataset and split: pairs in, kept, removed by filter, and preprocess's cleaning warning
-    (each dataset has two preprocess markers: the training side and the test split)."""
+    """Per dataset and split: pairs in, kept, removed by filter, and the cleaning warning (each dataset
+    has two preprocess markers, the training side and the test split, and apply-bpe's where it cleans
+    on subwords: its rows read ``train (after BPE)``)."""
     if not metas:
         return []
     lines = ["## Data", "", "| dataset | split | pairs in | kept | removed | by filter |", "| :--- | :--- | ---: | ---: | ---: | :--- |"]  # fmt: skip
     warnings = []
     for ds, paths in metas.items():
         paths = [paths] if isinstance(paths, str) else paths  # one marker (an older spec) or several
-        splits = {k: v for path in paths for k, v in read_json(path).get("splits", {}).items()}
+        splits = {}
+        for path in paths:
+            meta = read_json(path)
+            after = " (after BPE)" if meta.get("stage") == "apply-bpe" else ""
+            splits.update({f"{k}{after}": v for k, v in meta.get("splits", {}).items()})
         for split, st in splits.items():
             removed = st["input"] - st["kept"]
             share = f" ({100 * removed / st['input']:.0f}%)" if st["input"] else ""
@@ -371,7 +411,8 @@ def rerun_command(spec: dict[str, Any]) -> str:
 
 
 def render(spec: dict[str, Any]) -> str:
-    runs = {name: load_run(name, info) for name, info in spec["experiments"].items()}
+    runs: dict[str, Row] = {name: load_run(name, info) for name, info in spec["experiments"].items()}
+    runs.update(load_groups(spec, runs))  # a row naming a seed group: mean ± std over its runs
     tables = spec["tables"]
     sig_paths = spec.get("significance", {})
     lines = [

@@ -11,9 +11,10 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
-from pipeline_lib.model.config import model_recipe_fields
+from pipeline_lib.model.config import model_recipe_pairs
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.train.config import recipe_fields
+from pipeline_lib.workflow.experiments import expand_group_names
 from pipeline_lib.workflow.plan import Plan
 
 Pairs = Iterable[tuple[str, Any]]
@@ -129,15 +130,16 @@ class Commands:
         tok-test/: editing a test file then never reruns what training reads."""
         d = self.plan.datasets[ds]
         p = d.get("preprocess", {})
-        return flags(
+        # clean_after bpe: the length/ratio limits go to apply-bpe; here only empty/over-long lines go
+        after_bpe = p.get("clean_after", "tokenize") == "bpe"
+        words = flags(
             [
                 ("in-dir", self.plan.raw_dir(ds)),
                 ("out-dir", self.plan.data_dir(ds, "tok-test" if test else "tok")),
                 *self._langs(ds),
                 ("splits", ["test"] if test else ["train", "valid", "mono"]),
-                ("ratio", p.get("ratio")),
-                ("min-len", p.get("min_len")),
-                ("max-len", p.get("max_len")),
+                *([] if after_bpe else self._length_limits(p)),
+                ("clean-after", "bpe" if after_bpe and not test else None),
                 ("valid-every", p.get("valid_every")),
                 ("dedup", bool(p.get("dedup"))),
                 ("normalize-test", bool(p.get("normalize_test"))),
@@ -149,6 +151,15 @@ class Commands:
                 ("workers", workers),
             ]
         )
+        if test or "clean_splits" not in p:
+            return words
+        # An empty list stays on the command line: it means "clean nothing", not "the default".
+        return shlex.join([*shlex.split(words), "--clean-splits", *p["clean_splits"]])
+
+    @staticmethod
+    def _length_limits(p: dict[str, Any]) -> Pairs:
+        """clean-corpus-n's -ratio, min and max (the stage's defaults where the config sets none)."""
+        return [("ratio", p.get("ratio")), ("min-len", p.get("min_len")), ("max-len", p.get("max_len"))]
 
     def learn_bpe(self, ds: str, workers: int | None = None) -> str:
         s = self.plan.datasets[ds].get("subword", {})
@@ -169,6 +180,9 @@ class Commands:
     def apply_bpe(self, ds: str, workers: int | None = None, *, test: bool = False) -> str:
         s = self.plan.datasets[ds].get("subword", {})
         suffix = "-test" if test else ""
+        # fairseq's WMT'14 En-Fr cleans the segmented train and valid (clean_after: bpe); test never
+        cleaned = [] if test else [sp for sp in ("train", "valid") if self.plan.cleaned_after_bpe(ds, sp)]
+        limits = self._length_limits(self.plan.datasets[ds].get("preprocess", {})) if cleaned else []
         return flags(
             [
                 ("in-dir", self.plan.data_dir(ds, f"tok{suffix}")),
@@ -177,6 +191,8 @@ class Commands:
                 *self._langs(ds),
                 ("splits", ["test"] if test else ["train", "valid", "mono"]),
                 ("vocab-threshold", s.get("vocab_threshold")),
+                ("clean-splits", cleaned),
+                *limits,
                 ("workers", workers),
             ]
         )
@@ -224,7 +240,7 @@ class Commands:
             ("residual", exp["residual"]),
             ("dlcl-norm", exp.get("dlcl_norm")),
             ("init", exp.get("init", "xavier")),
-            *recipe_pairs(rec, model_recipe_fields()),
+            *model_recipe_pairs(rec),
         ]
 
     def _data(self, name: str) -> Pairs:
@@ -339,8 +355,8 @@ class Commands:
         ds = self.plan.eval_dataset(name)
         moses = self.plan.datasets[ds].get("subword", {}).get("kind", "bpe") == "bpe"
         return [
-            ("ref-tok", f"{self.plan.tok_dir(ds, split)}/{split}.{tgt}" if moses else None),
-            ("ref-tok-meta", f"{self.plan.tok_dir(ds, split)}/meta.json" if moses else None),
+            ("ref-tok", self.plan.tokenized_reference(ds, split, tgt) if moses else None),
+            ("ref-tok-meta", self.plan.ref_marker(ds, split) if moses else None),  # records the scheme
             ("moses-lang", tgt),
         ]
 
@@ -352,7 +368,8 @@ class Commands:
         specs = [tables.get("table1"), tables.get("significance"), *tables.get("comparisons", [])]
         wanted: set[str] = set()
         for spec in filter(None, specs):
-            if name in {spec.get("baseline"), *spec.get("rows", []), *spec.get("systems", [])}:
+            named = {spec.get("baseline"), *spec.get("rows", []), *spec.get("systems", [])}
+            if name in expand_group_names(list(named - {None}), self.plan.seed_groups):
                 wanted.update(m for m in [spec.get("metric"), *spec.get("metrics", [])] if m)
         return sorted(COMPOUND_SPLIT_METRICS[m] for m in wanted if m in COMPOUND_SPLIT_METRICS)
 

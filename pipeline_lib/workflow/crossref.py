@@ -8,6 +8,10 @@ from typing import Any
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.model.config import PRESETS
+from pipeline_lib.workflow.experiments import seed_groups
+
+# Table keys whose systems are single runs: the pairwise matrix and the analysis read one output each.
+SINGLE_RUN_KEYS = ("tables.significance", "tables.analysis")
 
 
 def fail(key: str, message: str) -> None:
@@ -26,9 +30,16 @@ def check_references(config: dict[str, Any], experiments: dict[str, dict[str, An
     _check_recipes(config["recipes"])
     if config["evaluation"]["decoding"] not in config["decoding"]:
         fail("evaluation.decoding", f"unknown decoding {config['evaluation']['decoding']!r}")
+    groups = seed_groups(config["experiments"])
     for key, name in table_references(config["tables"]):
-        if name not in config["experiments"]:
+        if name not in config["experiments"] and not any(name in runs for runs in groups.values()):
             fail(key, f"unknown experiment {name!r}")
+        if name in groups and key.startswith(SINGLE_RUN_KEYS):
+            fail(
+                key,
+                f"{name!r} is a seed group (mean over {len(groups[name])} runs); the paired bootstrap and "
+                f"the analysis compare single runs' outputs: name one run, e.g. {groups[name][0]!r}",
+            )
     _check_paper_rows(config["tables"])
 
 

@@ -1,7 +1,9 @@
-"""Experiments of a config: the listed ones plus the generated stability-map runs."""
+"""Experiments of a config: the listed ones (a seed group expanded into a run per seed) plus the
+generated stability-map runs."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pipeline_lib.errors import ConfigError
@@ -55,14 +57,61 @@ def stability_experiments(spec: dict[str, Any], recipes: dict[str, Any]) -> dict
     return runs
 
 
+def seed_run_name(group: str, seed: int) -> str:
+    """The run of one seed of a seed group: ``<group>-s<seed>``."""
+    return f"{group}-s{seed}"
+
+
+def seed_groups(listed: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Group name -> its runs, one per seed in the order given, for every listed experiment with
+    ``seeds`` (a paper row that is a mean over training runs)."""
+    return {
+        name: [seed_run_name(name, seed) for seed in exp["seeds"]]
+        for name, exp in listed.items()
+        if "seeds" in exp
+    }
+
+
+def expand_seeds(listed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The listed experiments with each seed group replaced by its runs, each with its own ``seed``
+    (and every other key of the group, so every rule runs per seed unchanged)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, exp in listed.items():
+        if "seeds" not in exp:
+            out[name] = exp
+            continue
+        if "seed" in exp:
+            fail_key(f"experiments.{name}.seed", "give either seed or seeds (one run per seed), not both")
+        base = {k: v for k, v in exp.items() if k != "seeds"}
+        for seed in exp["seeds"]:
+            run = seed_run_name(name, seed)
+            if run in listed:
+                fail_key(
+                    f"experiments.{name}.seeds", f"seed {seed} makes run {run!r}, a listed experiment's name"
+                )
+            label = {"label": f"{exp['label']}, seed {seed}"} if "label" in exp else {}
+            out[run] = {**copy.deepcopy(base), **label, "seed": seed}  # no nested dict shared between runs
+    return out
+
+
+def fail_key(key: str, message: str) -> None:
+    raise ConfigError(f"config key '{key}': {message}", key=key)
+
+
+def expand_group_names(names: list[str], groups: dict[str, list[str]]) -> list[str]:
+    """Table names with each seed group replaced by its runs (the runs a table reads)."""
+    return list(dict.fromkeys(run for name in names for run in groups.get(name, [name])))
+
+
 def all_experiments(config: dict[str, Any]) -> tuple[dict[str, dict], dict[str, dict]]:
-    """(every experiment, the stability runs among them); a listed name may not shadow a generated one."""
+    """(every experiment, the stability runs among them): the listed ones with seed groups expanded
+    into one run per seed, and the generated map; a listed or seed run may not shadow a map run."""
     spec = config.get("stability_map")
     stability = stability_experiments(spec, config.get("recipes", {})) if spec else {}
-    for name in config["experiments"]:
+    listed = expand_seeds(config["experiments"])
+    for name in listed:
         if name in stability:
-            raise ConfigError(
-                f"config key 'experiments.{name}': name clashes with a generated stability_map run",
-                key=f"experiments.{name}",
-            )
-    return {**config["experiments"], **stability}, stability
+            group = next((g for g, runs in seed_groups(config["experiments"]).items() if name in runs), None)
+            key = f"experiments.{group}.seeds" if group else f"experiments.{name}"
+            fail_key(key, f"run {name!r} clashes with a generated stability_map run")
+    return {**listed, **stability}, stability

@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline_lib.divergence.rule import describe_rule
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.model.config import model_recipe_defaults
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.train.config import recipe_defaults, stuck_after
-from pipeline_lib.divergence.rule import describe_rule
 from pipeline_lib.workflow.crossref import check_references
-from pipeline_lib.workflow.experiments import all_experiments
+from pipeline_lib.workflow.experiments import all_experiments, expand_group_names, seed_groups
 from pipeline_lib.workflow.smoke import apply_smoke
 
 
@@ -48,6 +48,7 @@ class Plan:
         self.split: str = self.evaluation["split"]
         self.stability: dict[str, Any] | None = config.get("stability_map")
         self.experiments, self.stability_runs = all_experiments(config)
+        self.seed_groups = seed_groups(config["experiments"])  # a table row naming one: mean over its runs
         check_references(config, self.experiments)
         self.significance = self._significance_sets()
 
@@ -215,14 +216,39 @@ class Plan:
 
     def reference(self, name: str, split: str | None = None, lang: str | None = None) -> str:
         """Detokenized text of the evaluated split, target side unless ``lang``: the original text
-        of the surviving pairs (preprocess writes it beside the tokenized split)."""
+        of the surviving pairs (preprocess writes it beside the tokenized split; apply-bpe a copy
+        filtered like the split when it cleans it)."""
         lang = lang or self.exp_langs(name)[1]
         split = split or self.split
-        return f"{self.tok_dir(self.eval_dataset(name), split)}/{split}.ref.{lang}"
+        return f"{self.eval_text_dir(self.eval_dataset(name), split)}/{split}.ref.{lang}"
+
+    def cleaned_after_bpe(self, ds: str, split: str) -> bool:
+        """Whether apply-bpe, not preprocess, length/ratio-cleans ``split`` of ``ds`` (``clean_after: bpe``)."""
+        p = self.datasets[ds].get("preprocess", {})
+        after_bpe = p.get("clean_after", "tokenize") == "bpe"
+        return after_bpe and split in p.get("clean_splits", ["train", "valid"])
+
+    def eval_text_dir(self, ds: str, split: str) -> str:
+        """Where the references of ``split`` lie, line-aligned with what translate reads: tok/ (or
+        tok-test/), or bpe/ when apply-bpe cleans the split (it filters them as ``{split}.ref.<lang>``
+        and the tokenized text as ``{split}.tok.<lang>``)."""
+        return self.data_dir(ds, "bpe") if self.cleaned_after_bpe(ds, split) else self.tok_dir(ds, split)
+
+    def tokenized_reference(self, ds: str, split: str, lang: str) -> str:
+        """The Moses-tokenized reference of ``split`` (tokenized BLEU), aligned like :meth:`reference`."""
+        name = f"{split}.tok.{lang}" if self.cleaned_after_bpe(ds, split) else f"{split}.{lang}"
+        return f"{self.eval_text_dir(ds, split)}/{name}"
 
     def preprocess_markers(self, ds: str) -> list[str]:
         """Both preprocess outputs of ``ds``: the training side and, when evaluated, the test split."""
-        return list(dict.fromkeys([self.ref_marker(ds, "valid"), self.ref_marker(ds)]))
+        markers = [f"{self.tok_dir(ds, split)}/meta.json" for split in ("valid", self.split)]
+        return list(dict.fromkeys(markers))
+
+    def data_markers(self, ds: str) -> list[str]:
+        """The meta.json files whose cleaning counts the report shows: preprocess's, and apply-bpe's
+        when it cleans (``clean_after: bpe``)."""
+        after_bpe = any(self.cleaned_after_bpe(ds, split) for split in ("train", "valid"))
+        return self.preprocess_markers(ds) + ([self.bpe_marker(ds)] if after_bpe else [])
 
     def bpe_marker(self, ds: str) -> str:
         return f"{self.data_dir(ds, 'bpe')}/meta.json"
@@ -232,8 +258,10 @@ class Plan:
         return f"{self.data_dir(self.base_dataset(ds), 'bpe-test')}/meta.json"
 
     def ref_marker(self, ds: str, split: str | None = None) -> str:
-        """preprocess's marker: it writes the <split>.ref.<lang> references with the tokenized text."""
-        return f"{self.tok_dir(ds, split or self.split)}/meta.json"
+        """The marker of the stage that writes the <split>.ref.<lang> references with the tokenized text
+        (preprocess; apply-bpe for a split it cleans), and records how that text was tokenized."""
+        split = split or self.split
+        return f"{self.eval_text_dir(ds, split)}/meta.json"
 
     def bt_shard_files(self, bt: str, suffix: str = "bpe") -> list[str]:
         """The back-translated shards of ``bt`` in input order (their concatenation is the synthetic side)."""
@@ -250,6 +278,11 @@ class Plan:
 
     # ------------------------------------------------------------------ tables and report
     def table_experiments(self) -> list[str]:
+        """The runs the tables read (a seed group: each of its runs)."""
+        return expand_group_names(self.table_names(), self.seed_groups)
+
+    def table_names(self) -> list[str]:
+        """The experiments and seed groups the tables name."""
         tables = self.config["tables"]
         names = []
         if "table1" in tables:
@@ -264,15 +297,17 @@ class Plan:
         """name -> (baseline, systems, matrix?) for every significance computation the tables need."""
         tables = self.config["tables"]
         sets = {}
+        # A seed group's row is a mean over runs: the paired bootstrap tests one run's output, so a
+        # group is left out (a table whose baseline is a group has no marks).
         if "table1" in tables:
             t1 = tables["table1"]
-            rows = [r for r in t1["rows"] if r != t1["baseline"]]
-            if rows:
+            rows = [r for r in t1["rows"] if r != t1["baseline"] and r not in self.seed_groups]
+            if rows and t1["baseline"] not in self.seed_groups:
                 sets["table1"] = (t1["baseline"], rows, False)
         for comp in tables.get("comparisons", []):
             base = comp.get("baseline", comp["rows"][0])
-            rows = [r for r in comp["rows"] if r != base]
-            if rows:
+            rows = [r for r in comp["rows"] if r != base and r not in self.seed_groups]
+            if rows and base not in self.seed_groups:
                 sets[comp["name"]] = (base, rows, False)
         if "significance" in tables:
             sig = tables["significance"]
@@ -296,8 +331,9 @@ class Plan:
             return tables["analysis"]
         if "table1" not in tables:
             return []
-        # the baseline first: the plots compare each system with it
-        return list(dict.fromkeys([tables["table1"]["baseline"], *tables["table1"]["rows"]]))
+        # the baseline first: the plots compare each system with it; a seed group by its first run
+        rows = [tables["table1"]["baseline"], *tables["table1"]["rows"]]
+        return list(dict.fromkeys(self.seed_groups.get(n, [n])[0] for n in rows))
 
     def experiment_info(self, name: str) -> dict[str, Any]:
         exp = self.experiments[name]
@@ -325,12 +361,17 @@ class Plan:
             "split": self.split,
             "experiments": {n: self.experiment_info(n) for n in self.table_experiments()},
             "tables": self.config["tables"],
+            "groups": {
+                g: {"label": self.config["experiments"][g].get("label", g), "runs": runs}
+                for g, runs in self.seed_groups.items()
+                if g in self.table_names()
+            },
             "significance": {t: self.significance_file(t) for t in self.significance},
             "alpha": self.evaluation["alpha"],
             "translation_floor": self.evaluation["translation_floor"],
             "paper_tolerance": self.evaluation["paper_tolerance"],
             "tables_path": f"{self.results}/tables.md",
-            "data": {ds: self.preprocess_markers(ds) for ds in self.report_datasets()},
+            "data": {ds: self.data_markers(ds) for ds in self.report_datasets()},
         }
         if self.stability:
             spec["stability"] = {
@@ -383,7 +424,7 @@ class Plan:
 
     def all_targets(self) -> list[str]:
         targets = [f"{self.results}/tables.md", f"{self.results}/plots/learning_curves.png"]
-        targets += [self.score_file(n) for n in self.config["experiments"]]
+        targets += [self.score_file(n) for n in self.experiments if n not in self.stability_runs]
         if self.analysis_systems():
             targets.append(f"{self.results}/analysis/analysis.json")
         if self.stability:
