@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline_lib.atomic import AtomicGroup
+from pipeline_lib.atomic import AtomicGroup, write_text
 from pipeline_lib.data.chunk_map import default_workers, scan_file
 from pipeline_lib.data.clean_segmented import CLEANABLE_SPLITS, SplitPaths, segment_and_clean
 from pipeline_lib.data.line_sample import write_sample
@@ -171,17 +171,20 @@ def _learn_spm(args: argparse.Namespace, files: list[Path]) -> dict:
         raise ConfigError(f"--vocab-size must be >= 8, got {args.vocab_size}")
     _validate(files, args.workers)
     args.model_dir.mkdir(parents=True, exist_ok=True)
-    prefix = args.model_dir / "spm.tmp"
-    # Ids 0-3 match pipeline_lib.data.vocab (pad, bos, eos, unk), though binarize builds its own
-    # vocabulary from the pieces anyway.
-    try:
-        _train_spm(spm, args, files, prefix)
-    except RuntimeError as exc:  # e.g. "Vocabulary size too high (N)" for a small corpus
-        raise ConfigError(
-            f"--vocab-size {args.vocab_size}: SentencePiece failed on {files[0]}: {exc}"
-        ) from None
-    for ext in ("model", "vocab"):
-        Path(f"{prefix}.{ext}").replace(args.model_dir / f"spm.{ext}")
+    # SentencePiece writes <prefix>.model/.vocab itself: it trains in a scratch folder beside the
+    # outputs, and the group moves both files into place together.
+    with tempfile.TemporaryDirectory(dir=args.model_dir, prefix=".spm-") as scratch, AtomicGroup() as group:
+        prefix = Path(scratch) / "spm"
+        # Ids 0-3 match pipeline_lib.data.vocab (pad, bos, eos, unk), though binarize builds its own
+        # vocabulary from the pieces anyway.
+        try:
+            _train_spm(spm, args, files, prefix)
+        except RuntimeError as exc:  # e.g. "Vocabulary size too high (N)" for a small corpus
+            raise ConfigError(
+                f"--vocab-size {args.vocab_size}: SentencePiece failed on {files[0]}: {exc}"
+            ) from None
+        for ext in ("model", "vocab"):
+            group.adopt(f"{prefix}.{ext}", args.model_dir / f"spm.{ext}")
     return {"kind": "spm", "model": "spm.model", "spm_type": args.spm_type, "vocab_size": args.vocab_size}
 
 
@@ -213,7 +216,7 @@ def run_learn(args: argparse.Namespace) -> int:
             raise InputError(f"{f}: training file not found")
     info = _learn_bpe(args, files) if args.kind == "bpe" else _learn_spm(args, files)
     info.update({"src_lang": args.src, "tgt_lang": args.tgt, "trained_on": [str(f) for f in files]})
-    (args.model_dir / MODEL_META).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    write_text(args.model_dir / MODEL_META, json.dumps(info, indent=2) + "\n")
     log.info("wrote %s", args.model_dir)
     return 0
 
