@@ -7,6 +7,8 @@ giving a default that depends on the machine), ``required`` and ``flag`` (anothe
 ``choices`` may be a callable (a registry read when the parser is built), and ``cli: False``
 leaves a field out. A field
 without a default is required; a bool field is a switch (``store_false`` when it defaults to True).
+The same metadata, with its bounds, also checks the dataclass's values and generates the workflow
+schema's hyperparameter keys (pipeline_lib/field_spec.py).
 """
 
 from __future__ import annotations

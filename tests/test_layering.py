@@ -11,15 +11,29 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline_lib"
 
 # Shared leaf modules any layer may use (the residual registry is names and labels, no torch).
-SHARED = {"errors", "atomic", "digest", "dataclass_cli", "letters", "thread_local", "model.registry"}
+SHARED = {
+    "errors",
+    "atomic",
+    "digest",
+    "dataclass_cli",
+    "field_spec",
+    "letters",
+    "thread_local",
+    "model.registry",
+    "evaluate.metric_registry",  # metric names, labels, directions: the workflow and report read them
+    "report.table_registry",  # the table kinds: the plan, the config checks and the report read them
+}
 # Modules counted on their own rather than as part of their package.
 SUBMODULES = {
     "model.registry",
+    "evaluate.metric_registry",
+    "report.table_registry",
     "cpu.threads",
     "cpu.allocator",
     "cpu.onednn",
     "cpu.weight_grad_sharing",
     "cpu.gemm_names",
+    "decode.search_config",  # the search settings, torch-free: the workflow schema reads them
 }
 # The CPU fast path plugs into the model from outside: the model imports nothing from cpu/.
 CPU = {"cpu.threads", "cpu.allocator", "cpu.onednn", "cpu.weight_grad_sharing", "cpu.gemm_names"}
@@ -47,13 +61,15 @@ ALLOWED: dict[str, set[str]] = {
         "cpu.threads",
         "cpu.allocator",
         "cpu.gemm_names",
+        "decode.search_config",
     },
+    "decode.search_config": set(),
     "evaluate": {"data", "divergence"},  # data: the Moses test-set tokenization tokenized BLEU needs
     "backtranslation": {"data"},
     # export maps a checkpoint and the decoder's settings into the peers' terms (fairseq, CTranslate2)
     "export": {"data", "model", "checkpoint", "decode"},
     "report": {"divergence"},
-    "workflow": {"model", "train", "divergence"},
+    "workflow": {"model", "train", "divergence", "decode.search_config"},
     "cli": set(),
     "__main__": {"cli"},
     "__init__": set(),

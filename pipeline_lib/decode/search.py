@@ -25,7 +25,6 @@ Semantics follow fairseq 0.12 (``fairseq-generate``):
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -33,54 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline_lib.errors import ConfigError
+from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.model.transformer import EncoderOut, TransformerModel
 
 # Fixed by pipeline_lib.data.vocab.
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 NEG_INF = -math.inf
-
-
-def _search(default: object, help: str | None = None, **meta: object) -> object:
-    return dataclasses.field(default=default, metadata={"help": help, "group": "search", **meta})
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """Search settings; ``translate`` derives its search flags from these fields."""
-
-    beam: int = _search(5, "beam size (1 = greedy)")
-    lenpen: float = _search(1.0, "score / length**lenpen (fairseq)")
-    max_len_a: float = _search(0.0, "max output length a*src_len + b")
-    max_len_b: int = _search(200)
-    min_len: int = _search(1, "forbid </s> before this many tokens")
-    nbest: int = _search(1, "hypotheses per sentence (<= beam)")
-    unkpen: float = _search(0.0, "subtract from <unk>'s log-prob")
-    no_unk: bool = _search(False, "never generate <unk>")
-    sampling: bool = _search(False, "sample instead of search (nbest samples)")
-    sampling_topk: int = _search(-1, "sample among the k most likely (<= 0: the full distribution)")
-    temperature: float = _search(1.0)
-    use_cache: bool = _search(True, "recompute every position (testing only)", flag="--no-cache")
-
-    def __post_init__(self) -> None:
-        if self.beam < 1:
-            raise ConfigError(f"--beam must be >= 1, got {self.beam}")
-        if self.nbest < 1:
-            raise ConfigError(f"--nbest must be >= 1, got {self.nbest}")
-        if not self.sampling and self.nbest > self.beam:
-            raise ConfigError(f"--nbest ({self.nbest}) cannot exceed --beam ({self.beam})")
-        if self.temperature <= 0:
-            raise ConfigError(f"--temperature must be > 0, got {self.temperature}")
-        if self.max_len_a < 0 or self.max_len_b < 0:
-            raise ConfigError("--max-len-a and --max-len-b must be >= 0")
-        if self.min_len < 0:
-            raise ConfigError(f"--min-len must be >= 0, got {self.min_len}")
-        if self.sampling_topk > 0 and not self.sampling:
-            raise ConfigError("--sampling-topk needs --sampling")
-
-    @property
-    def greedy(self) -> bool:
-        return self.beam == 1 and not self.sampling
 
 
 @dataclass

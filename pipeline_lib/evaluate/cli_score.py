@@ -11,15 +11,19 @@ from pipeline_lib.atomic import write_json
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
 from pipeline_lib.divergence.placeholders import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.evaluate import compound_split as CS
-from pipeline_lib.evaluate import metrics as M
+from pipeline_lib.evaluate.metric_registry import (
+    METRICS,
+    ScoreInputs,
+    compound_split_metrics,
+    metric_names,
+    metric_spec,
+)
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import check_same_length, read_segments
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "deepnmt-score/1"
-ALL_METRICS = ("bleu", "tok_bleu", "ter", "chrf", "meteor", *CS.METRICS)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics",
         nargs="+",
-        choices=ALL_METRICS,
+        choices=metric_names(),
         help="metrics to compute (default: all but the compound-split ones; tok_bleu only when tokenized "
         "inputs are available)",
     )
@@ -50,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tok.add_argument(
         "--compound-split",
         nargs="+",
-        choices=sorted(CS.SCHEMES),
+        choices=sorted(compound_split_metrics().values()),
         default=[],
         help="also score tok_bleu_<scheme>: an En-De eval script's own tokenization of both detokenized "
         "sides, then s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g (t2t: get_ende_bleu.sh; wang: dlcl's "
@@ -109,51 +113,56 @@ def _lang_from_suffix(path: str) -> str | None:
     return suffix if len(suffix) == 2 and suffix.isalpha() and suffix.islower() else None
 
 
+def _wanted(args: argparse.Namespace) -> list[str]:
+    """The metrics to compute, in the registry's order: --metrics, else every metric but the
+    compound-split ones (tokenized BLEU only with tokenized inputs), plus --compound-split's."""
+    can_tokenize = bool(args.hyp_tok or args.ref_tok or args.moses_lang)
+    plain = [n for n, m in METRICS.items() if not m.compound_split and (not m.pair or can_tokenize)]
+    wanted = set(args.metrics) if args.metrics else set(plain)
+    schemes = {scheme: name for name, scheme in compound_split_metrics().items()}
+    wanted |= {schemes[s] for s in args.compound_split}
+    return [n for n in METRICS if n in wanted]
+
+
+def _check_inputs(args: argparse.Namespace, wanted: list[str], lang: str | None) -> None:
+    """What each wanted metric reads is there, before anything is read or computed."""
+    for name in args.metrics or metric_names():
+        spec = metric_spec(name)
+        if spec.needs_lang and not lang:
+            raise ConfigError(
+                f"{spec.label} needs --lang ({spec.needs_lang}; {args.ref} has no .xx language "
+                f"suffix to take it from); or leave {name} out of --metrics"
+            )
+    specs = [metric_spec(n) for n in wanted]
+    if any(s.compound_split for s in specs) and not args.moses_lang:
+        raise ConfigError("the compound-split metrics need --moses-lang (the target language)")
+    for spec in specs:
+        if spec.needs_ref_tok and not args.ref_tok:
+            raise ConfigError(f"{spec.name} {spec.needs_ref_tok}: give --ref-tok")
+
+
 def score_system(args: argparse.Namespace) -> dict[str, Any]:
     lang = args.lang or _lang_from_suffix(args.ref)
-    if "meteor" in (args.metrics or ALL_METRICS) and not lang:
-        raise ConfigError(
-            f"METEOR needs --lang (the target language picks its stemmer; {args.ref} has no .xx language "
-            "suffix to take it from); or leave meteor out of --metrics"
-        )
+    wanted = _wanted(args)
+    _check_inputs(args, wanted, lang)
     # Read and validate everything before computing anything: bad input fails early.
     refs = read_segments(args.ref, allow_empty=False)
     hyps = read_segments(args.hyp)
     check_same_length(args.hyp, hyps, args.ref, refs)
-    can_tokenize = bool(args.hyp_tok or args.ref_tok or args.moses_lang)
-    plain = [m for m in ALL_METRICS if m not in CS.METRICS and (m != "tok_bleu" or can_tokenize)]
-    wanted = list(args.metrics) if args.metrics else plain
-    wanted += [CS.SCHEMES[s] for s in args.compound_split if CS.SCHEMES[s] not in wanted]
-    tokenized = _tokenized_inputs(args, hyps, refs) if "tok_bleu" in wanted else None
-    if "tok_bleu" in wanted and tokenized is None:
-        raise ConfigError("--metrics tok_bleu needs --hyp-tok/--ref-tok or --moses-lang")
-    if any(m in CS.METRICS for m in wanted) and not args.moses_lang:
-        raise ConfigError("the compound-split metrics need --moses-lang (the target language)")
-    if "tok_bleu_wang" in wanted and not args.ref_tok:
-        raise ConfigError(
-            "tok_bleu_wang detokenizes the tokenized reference (dlcl's T lines): give --ref-tok"
-        )
-
-    scores: dict[str, Any] = {}
-    if "bleu" in wanted:
-        scores["bleu"] = M.sacre_bleu(hyps, refs)
-    if "tok_bleu" in wanted:
-        hyp_tok, ref_tok, sources = tokenized
-        scores["tok_bleu"] = {
-            **M.tokenized_bleu(hyp_tok, ref_tok),
-            **sources,
-        }
-    ref_tok_lines = read_segments(args.ref_tok, allow_empty=False) if args.ref_tok else None
-    for metric in (m for m in wanted if m in CS.METRICS):
-        scores[metric] = CS.score(CS.METRICS[metric], hyps, refs, ref_tok_lines, args.moses_lang)
-    if "ter" in wanted:
-        scores["ter"] = M.ter(hyps, refs)
-    if "chrf" in wanted:
-        scores["chrf"] = M.chrf2(hyps, refs)
-    if "meteor" in wanted:
-        from pipeline_lib.evaluate.meteor import meteor
-
-        scores["meteor"] = meteor(hyps, refs, lang=lang, use_wordnet=not args.no_wordnet)
+    pair = [n for n in wanted if metric_spec(n).pair]
+    tokenized = _tokenized_inputs(args, hyps, refs) if pair else None
+    if pair and tokenized is None:
+        raise ConfigError(f"--metrics {pair[0]} needs --hyp-tok/--ref-tok or --moses-lang")
+    inputs = ScoreInputs(
+        hyps=hyps,
+        refs=refs,
+        lang=lang,
+        moses_lang=args.moses_lang,
+        ref_tok=read_segments(args.ref_tok, allow_empty=False) if args.ref_tok else None,
+        tokenized=tokenized,
+        use_wordnet=not args.no_wordnet,
+    )
+    scores: dict[str, Any] = {name: metric_spec(name).score(inputs) for name in wanted}
     for name, value in scores.items():
         log.info(
             "%s %s = %.2f (%s)", args.system or Path(args.hyp).stem, name, value["score"], value["signature"]

@@ -12,6 +12,7 @@ from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate import compound_split as CS
 from pipeline_lib.evaluate import significance as S
+from pipeline_lib.evaluate.metric_registry import metric_spec, testable_names
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import (
     check_same_length,
@@ -42,9 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", required=True, help="JSON file to write (atomically)")
     p.add_argument("--markdown", help="also write the pairwise matrix (Table 3 layout) as markdown here")
     p.add_argument(
-        "--metrics", nargs="+", default=["bleu"], choices=sorted(S.HIGHER_IS_BETTER), help="default: bleu"
+        "--metrics", nargs="+", default=["bleu"], choices=sorted(testable_names()), help="default: bleu"
     )
-    tok = p.add_argument_group("tokenized BLEU (--metrics tok_bleu, tok_bleu_t2t, tok_bleu_wang)")
+    tokenized = ", ".join(m for m in testable_names() if metric_spec(m).tokenized)
+    tok = p.add_argument_group(f"tokenized BLEU (--metrics {tokenized})")
     tok.add_argument("--ref-tok", help="tokenized reference (default: tokenize --ref as below)")
     tok.add_argument(
         "--ref-tok-meta",
@@ -67,7 +69,11 @@ def _vs_baseline(out: dict[str, Any], metric: str, alpha: float) -> dict[str, An
     rows = []
     for res in systems:
         significant = res["p_value"] < alpha
-        better = res["score"] > base["score"] if S.HIGHER_IS_BETTER[metric] else res["score"] < base["score"]
+        better = (
+            res["score"] > base["score"]
+            if metric_spec(metric).higher_is_better
+            else res["score"] < base["score"]
+        )
         rows.append({**res, "significant": significant, "better": better})
     return {"signature": out["signature"], "baseline": base, "systems": rows}
 
@@ -98,7 +104,7 @@ def _compound_split_view(
     ref_tok = read_segments(args.ref_tok, allow_empty=False) if args.ref_tok else None
     if ref_tok is not None:
         check_same_length(args.ref_tok, ref_tok, args.ref, refs)
-    scheme = CS.METRICS[metric]
+    scheme = metric_spec(metric).compound_split
     ref_view = CS.reference_view(scheme, refs, ref_tok, args.moses_lang)
     return [(name, CS.hypothesis_view(scheme, hyps, args.moses_lang)) for name, hyps in named], ref_view
 
@@ -134,11 +140,15 @@ def run(args: argparse.Namespace) -> int:
         "vs_baseline": {},
         "pairwise": {},
     }
-    views = {m: (named, refs) for m in args.metrics if not m.startswith("tok_bleu")}
-    if "tok_bleu" in args.metrics:
-        views["tok_bleu"] = _tokenized_view(args, named, refs)
-    for metric in (m for m in args.metrics if m in CS.METRICS):
-        views[metric] = _compound_split_view(args, metric, named, refs)
+    views = {}
+    for metric in args.metrics:  # the text each metric reads: detokenized, tokenized or compound-split
+        spec = metric_spec(metric)
+        if spec.compound_split:
+            views[metric] = _compound_split_view(args, metric, named, refs)
+        elif spec.tokenized:
+            views[metric] = _tokenized_view(args, named, refs)
+        else:
+            views[metric] = (named, refs)
     for metric in args.metrics:
         named, refs = views[metric]
         log.info("%s: paired bootstrap of %d systems vs %s", metric, len(args.systems), names[0])

@@ -30,10 +30,11 @@ from typing import Any
 from pipeline_lib.data.detok import moses_detokenize
 from pipeline_lib.data.moses import TokConfig, tokenize_lines
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate.metric_registry import ScoreInputs, compound_split_metrics
 from pipeline_lib.evaluate.metrics import split_compounds, tokenized_bleu
 
-# metric name -> scheme
-METRICS: dict[str, str] = {"tok_bleu_t2t": "t2t", "tok_bleu_wang": "wang"}
+# metric name -> scheme, as the metric registry declares them
+METRICS: dict[str, str] = compound_split_metrics()
 SCHEMES: dict[str, str] = {scheme: metric for metric, scheme in METRICS.items()}
 WHERE = {
     "t2t": "tensor2tensor@bafdc1b get_ende_bleu.sh",
@@ -106,3 +107,12 @@ def score(
         .replace("compound-split:no", f"compound-split:{scheme}")
     )
     return result
+
+
+# The registry's entry points (pipeline_lib.evaluate.metric_registry).
+def score_t2t(inputs: ScoreInputs) -> dict[str, Any]:
+    return score("t2t", inputs.hyps, inputs.refs, inputs.ref_tok, inputs.moses_lang or "")
+
+
+def score_wang(inputs: ScoreInputs) -> dict[str, Any]:
+    return score("wang", inputs.hyps, inputs.refs, inputs.ref_tok, inputs.moses_lang or "")

@@ -25,6 +25,8 @@ from nltk.stem.snowball import SnowballStemmer
 from nltk.translate import meteor_score as nltk_meteor
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
+from pipeline_lib.evaluate.metric_registry import ScoreInputs
+
 ALPHA, BETA, GAMMA = 0.9, 3.0, 0.5  # NLTK defaults (Lavie & Agarwal 2007)
 
 # ISO 639-1 code -> NLTK's Snowball stemmer of that language
@@ -122,3 +124,8 @@ def meteor(
         "ref_len": total.ref_len,
         "signature": signature,
     }
+
+
+def score_meteor(inputs: ScoreInputs) -> dict[str, Any]:
+    """The registry's entry point (pipeline_lib.evaluate.metric_registry)."""
+    return meteor(inputs.hyps, inputs.refs, lang=inputs.lang or "", use_wordnet=inputs.use_wordnet)

@@ -17,6 +17,8 @@ from typing import Any
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF, TER
 
+from pipeline_lib.evaluate.metric_registry import ScoreInputs
+
 # The En-De "compound splitting" used since Vaswani et al. 2017 (t2t / fairseq compound_split_bleu.sh):
 #   perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'
 # Python's re.sub is left-to-right and non-overlapping like Perl's s///g, so "a-b-c" becomes
@@ -80,3 +82,24 @@ def chrf2(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
     metric = CHRF()  # char order 6, word order 0, beta 2 = chrF2
     score = metric.corpus_score(list(hyps), [list(refs)])
     return {"score": score.score, "signature": metric.get_signature().format()}
+
+
+# The registry's entry points (pipeline_lib.evaluate.metric_registry): one ScoreInputs each.
+def score_sacre_bleu(inputs: ScoreInputs) -> dict[str, Any]:
+    return sacre_bleu(inputs.hyps, inputs.refs)
+
+
+def score_tokenized_bleu(inputs: ScoreInputs) -> dict[str, Any]:
+    """tok_bleu: against the preprocessed reference, never split; records where both sides came from."""
+    if inputs.tokenized is None:
+        raise ValueError("tok_bleu needs the tokenized pair (score checks this before computing)")
+    hyp_tok, ref_tok, sources = inputs.tokenized
+    return {**tokenized_bleu(hyp_tok, ref_tok), **sources}
+
+
+def score_ter(inputs: ScoreInputs) -> dict[str, Any]:
+    return ter(inputs.hyps, inputs.refs)
+
+
+def score_chrf2(inputs: ScoreInputs) -> dict[str, Any]:
+    return chrf2(inputs.hyps, inputs.refs)

@@ -17,29 +17,33 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate.metric_registry import metric_spec, testable_names
 from pipeline_lib.letters import system_letters
 
-HIGHER_IS_BETTER = {
-    "bleu": True,
-    "tok_bleu": True,
-    "tok_bleu_t2t": True,  # the compound-split views of evaluate.compound_split
-    "tok_bleu_wang": True,
-    "chrf": True,
-    "ter": False,
-}
+
+# The reference statistics are cached inside the metric object, as the sacrebleu CLI does.
+# The registry's ``paired`` entry points (pipeline_lib.evaluate.metric_registry): refs -> metric.
+def paired_sacre_bleu(refs: Sequence[str]) -> BLEU:
+    return BLEU(references=[list(refs)])
+
+
+def paired_tokenized_bleu(refs: Sequence[str]) -> BLEU:
+    """multi-bleu.perl on pre-tokenized text, as metrics.tokenized_bleu (also the compound-split views)."""
+    return BLEU(tokenize="none", smooth_method="none", force=True, references=[list(refs)])
+
+
+def paired_chrf(refs: Sequence[str]) -> CHRF:
+    return CHRF(references=[list(refs)])
+
+
+def paired_ter(refs: Sequence[str]) -> TER:
+    return TER(references=[list(refs)])
 
 
 def _make_metric(name: str, refs: Sequence[str]):
-    # The reference statistics are cached inside the metric object, as the sacrebleu CLI does.
-    if name == "bleu":
-        return BLEU(references=[list(refs)])
-    if name.startswith("tok_bleu"):  # multi-bleu.perl on pre-tokenized text, as metrics.tokenized_bleu
-        return BLEU(tokenize="none", smooth_method="none", force=True, references=[list(refs)])
-    if name == "chrf":
-        return CHRF(references=[list(refs)])
-    if name == "ter":
-        return TER(references=[list(refs)])
-    raise ConfigError(f"metrics: unknown metric {name!r} (choose from {sorted(HIGHER_IS_BETTER)})")
+    if name not in testable_names():
+        raise ConfigError(f"metrics: unknown metric {name!r} (choose from {sorted(testable_names())})")
+    return metric_spec(name).paired_metric(refs)
 
 
 @contextlib.contextmanager
@@ -107,7 +111,7 @@ def sign(score_row: float, score_col: float, p_value: float, metric: str, alpha:
     significantly different at level ``alpha``."""
     if p_value >= alpha or score_row == score_col:
         return "="
-    row_better = score_row > score_col if HIGHER_IS_BETTER[metric] else score_row < score_col
+    row_better = score_row > score_col if metric_spec(metric).higher_is_better else score_row < score_col
     return "+" if row_better else "-"
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline_lib.dataclass_cli import flag_name
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.field_spec import check_fields
 from pipeline_lib.model.registry import residual_names
 
 # name -> (d_model, ffn_dim, heads)
@@ -28,17 +29,19 @@ ARCHITECTURE_FIELDS = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim",
 
 
 def _model(default: Any, help: str | None = None, **meta: Any) -> Any:
+    """A model flag; ``meta`` may give its choices and bounds (pipeline_lib/field_spec.py: checked in
+    __post_init__, and a ``recipe`` field's workflow schema entry is generated from them)."""
     return dataclasses.field(default=default, metadata={"help": help, "group": "model", **meta})
 
 
-def _internal(default: Any) -> Any:
+def _internal(default: Any, **meta: Any) -> Any:
     """A field set by the data or fixed by the format, not a flag."""
-    return dataclasses.field(default=default, metadata={"cli": False})
+    return dataclasses.field(default=default, metadata={"cli": False, **meta})
 
 
 def _preset_override(default: int, what: str) -> Any:
     # The flag defaults to None: the --arch preset's value, unless given.
-    return _model(default, f"override the preset's {what}", cli_default=lambda: None)
+    return _model(default, f"override the preset's {what}", cli_default=lambda: None, ge=1)
 
 
 @dataclass(frozen=True)
@@ -46,17 +49,17 @@ class ModelConfig:
     """Every model setting; `train` and `profile` derive their model flags from these fields
     (``--arch`` picks the preset that ``--d-model``/``--ffn-dim``/``--heads`` override)."""
 
-    src_vocab_size: int = _internal(dataclasses.MISSING)
-    tgt_vocab_size: int = _internal(dataclasses.MISSING)
-    encoder_layers: int = _model(6)
-    decoder_layers: int = _model(6)
+    src_vocab_size: int = _internal(dataclasses.MISSING, ge=1)
+    tgt_vocab_size: int = _internal(dataclasses.MISSING, ge=1)
+    encoder_layers: int = _model(6, ge=1)
+    decoder_layers: int = _model(6, ge=1)
     d_model: int = _preset_override(512, "d_model")
     ffn_dim: int = _preset_override(2048, "FFN size")
     heads: int = _preset_override(8, "attention heads")
     # The dropout trio is a training recipe's to set (workflow recipes pass them with the model flags).
-    dropout: float = _model(0.1, recipe=True)
-    attention_dropout: float = _model(0.0, recipe=True)
-    activation_dropout: float = _model(0.0, recipe=True)
+    dropout: float = _model(0.1, recipe=True, ge=0, lt=1)
+    attention_dropout: float = _model(0.0, recipe=True, ge=0, lt=1)
+    activation_dropout: float = _model(0.0, recipe=True, ge=0, lt=1)
     residual: str = _model(
         "post_ln", "residual variant (pipeline_lib/model/registry.py)", choices=residual_names
     )
@@ -84,23 +87,16 @@ class ModelConfig:
         "separate encoder and decoder embedding tables (the decoder's stays tied to the output projection)",
         flag="--no-share-all-embeddings",
         recipe=True,
+        doc="one embedding table for encoder, decoder and output projection (default true, fairseq's "
+        "--share-all-embeddings); false: separate encoder and decoder tables over the joint vocabulary, "
+        "the decoder's still tied to the output projection",
     )
     share_decoder_input_output_embed: bool = _internal(True)
-    max_positions: int = _model(1024)
+    max_positions: int = _model(1024, ge=1)
     pad_idx: int = _internal(0)
 
     def __post_init__(self) -> None:
-        self._check_positive("src_vocab_size", "tgt_vocab_size", "encoder_layers", "decoder_layers")
-        self._check_positive("d_model", "ffn_dim", "heads", "max_positions")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ConfigError(f"model.{name} must be in [0, 1), got {value!r}")
-        self._check_choice("residual", residual_names())
-        self._check_choice("dlcl_norm", DLCL_NORMS)
-        self._check_choice("init", INITS)
-        self._check_choice("ds_init_variant", DS_INIT_VARIANTS)
-        self._check_choice("deepnorm_beta", DEEPNORM_BETAS)
+        check_fields(self, lambda name: f"model.{name}")  # the fields' choices and bounds
         if self.d_model % self.heads:
             raise ConfigError(f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}")
         if self.share_all_embeddings and self.src_vocab_size != self.tgt_vocab_size:
@@ -110,17 +106,6 @@ class ModelConfig:
             )
         if not 0 <= self.pad_idx < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ConfigError(f"model.pad_idx={self.pad_idx} is outside the vocabulary")
-
-    def _check_positive(self, *names: str) -> None:
-        for name in names:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
-
-    def _check_choice(self, name: str, choices: tuple[str, ...]) -> None:
-        value = getattr(self, name)
-        if value not in choices:
-            raise ConfigError(f"model.{name}={value!r} is not one of {', '.join(choices)}")
 
     @property
     def head_dim(self) -> int:

@@ -10,29 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline_lib.evaluate.metric_registry import bleu_names, compound_split_metrics, metric_words
 from pipeline_lib.report.inputs import Run, read_json
 from pipeline_lib.report.labels import model_label
 
 DAGGER = "†"
 DEFAULT_FLOOR = 1.0
-METRIC_NAMES = {
-    "bleu": "sacreBLEU",
-    "tok_bleu": "tokenized BLEU",
-    # the ##AT## compound split after an En-De eval script's own tokenization (evaluate.compound_split)
-    "tok_bleu_t2t": "tokenized BLEU (t2t compound split)",
-    "tok_bleu_wang": "tokenized BLEU (DLCL eval, compound split)",
-    "chrf": "chrF2",
-    "ter": "TER",
-}
-BLEU_METRICS = ("bleu", "tok_bleu", "tok_bleu_t2t", "tok_bleu_wang")
-COMPOUND_SPLIT_METRICS = ("tok_bleu_t2t", "tok_bleu_wang")
 
 
 def paper_entries(entries: dict[str, Any] | None, metric: str) -> dict[str, Any] | None:
     """A table's ``paper`` entries for a compound-split column: a paper's ``tok_bleu`` is its tokenized
     BLEU as its own eval script computed it, so it stands beside the column computed that way
     (an entry's own ``tok_bleu_t2t``/``tok_bleu_wang`` wins)."""
-    if not entries or metric not in COMPOUND_SPLIT_METRICS:
+    if not entries or metric not in compound_split_metrics():
         return entries
     return {
         name: {metric: entry["tok_bleu"], **entry} if "tok_bleu" in entry else entry
@@ -52,7 +42,7 @@ class Floor:
     def __init__(self, value: float = DEFAULT_FLOOR, metric: str = "bleu") -> None:
         # A chrF/TER table is judged by sacreBLEU: the floor is a BLEU value.
         self.value = value
-        self.metric = metric if metric in BLEU_METRICS else "bleu"
+        self.metric = metric if metric in bleu_names() else "bleu"
 
     def score(self, run: Run) -> float | None:
         return run.metric(self.metric)
@@ -67,7 +57,7 @@ class Floor:
 
     @property
     def words(self) -> str:
-        return f"the translation floor of {METRIC_NAMES[self.metric]} {self.value:.1f}"
+        return f"the translation floor of {metric_words(self.metric)} {self.value:.1f}"
 
     def lead_note(self) -> str:
         return (
@@ -104,7 +94,7 @@ class Significance:
             out.no_marks = f"No significance marks: the baseline {model_label(base)} diverged."
         elif floor is not None and floor.below(base):
             out.no_marks = (
-                f"No significance marks: the baseline {model_label(base)} ({METRIC_NAMES[floor.metric]} "
+                f"No significance marks: the baseline {model_label(base)} ({metric_words(floor.metric)} "
                 f"{floor.score(base):.1f}) is below {floor.words}: the paired bootstrap compares noise."
             )
         if floor is not None:
@@ -137,7 +127,7 @@ class Significance:
         text = ""
         if parts:
             text = (
-                f"{DAGGER} {METRIC_NAMES[self.metric]} significantly different from {baseline} (paired "
+                f"{DAGGER} {metric_words(self.metric)} significantly different from {baseline} (paired "
                 f"bootstrap, {self.data.get('n_samples')} resamples, seed {self.data.get('seed')}, "
                 f"p < {alpha}). " + "; ".join(parts) + "."
             )

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline_lib.evaluate.metric_registry import METRICS, metric_words
 from pipeline_lib.report.inputs import Run
 from pipeline_lib.report.labels import model_label
-from pipeline_lib.report.marks import METRIC_NAMES
 
 DEFAULT_TOLERANCE = 0.5
 HEADER = ["Paper", "Δ paper"]
@@ -65,7 +65,7 @@ class PaperColumns:
         if not self.active:
             return []
         verdicts = [v for v in (self.agreement(r) for r in runs) if v is not None]
-        name = METRIC_NAMES.get(self.metric, self.metric)
+        name = metric_words(self.metric)
         lines = [
             f"Paper: the published {name} of each row; Δ paper = ours − paper. "
             + (
@@ -83,7 +83,7 @@ class PaperColumns:
             if "unreported" in entry:
                 lines.append(f"Not in the paper: {model_label(run)}: {entry['unreported']}.")
             elif entry.get(self.metric) is None and not entry.get("diverged"):
-                given = ", ".join(METRIC_NAMES.get(m, m) for m in entry if m in METRIC_NAMES or m == "meteor")
+                given = ", ".join(metric_words(m) for m in entry if m in METRICS)
                 lines.append(f"{model_label(run)}: the paper gives {given}, not {name}.")
             if entry.get("source"):
                 by_source.setdefault(entry["source"], []).append(model_label(run))

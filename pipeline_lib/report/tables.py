@@ -21,6 +21,7 @@ import shlex
 from typing import Any
 
 from pipeline_lib.divergence.rule import CLAUSE_WORDS
+from pipeline_lib.evaluate.metric_registry import default_columns, metric_header, metric_spec, metric_words
 from pipeline_lib.letters import system_letters
 from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report import decoding
@@ -29,7 +30,6 @@ from pipeline_lib.report.labels import model_label
 from pipeline_lib.report.marks import (
     DAGGER,
     DEFAULT_FLOOR,
-    METRIC_NAMES,
     Floor,
     Significance,
     paper_entries,
@@ -37,23 +37,8 @@ from pipeline_lib.report.marks import (
 )
 from pipeline_lib.report.paper import DEFAULT_TOLERANCE, PaperColumns
 from pipeline_lib.report.seed_groups import Row, SeedGroup, load_groups, members
+from pipeline_lib.report.table_registry import instances
 
-METRIC_HEADERS = {
-    "tok_bleu": "BLEU↑",
-    "tok_bleu_t2t": "BLEU (t2t compound split)↑",
-    "tok_bleu_wang": "BLEU (DLCL eval, compound split)↑",
-    "bleu": "sacreBLEU↑",
-    "ter": "TER↓",
-    "meteor": "METEOR↑",
-    "chrf": "chrF2↑",
-}
-LOWER_IS_BETTER = {"ter"}
-TABLE1_BLEU_WORDS = {
-    "tok_bleu": "tokenized BLEU (multi-bleu.perl convention)",
-    "tok_bleu_t2t": "tokenized BLEU, ##AT## compound split after tensor2tensor's get_ende_bleu.sh tokenization",
-    "tok_bleu_wang": "tokenized BLEU, ##AT## compound split after dlcl's wmt_en2de_google_multi_bleu.sh "
-    "tokenization (Wang et al.'s eval)",
-}
 __all__ = ["DAGGER", "Significance", "model_label", "render", "render_comparison", "render_table1"]
 
 
@@ -92,7 +77,7 @@ def _signatures(runs: list[Row], metrics: list[str]) -> list[str]:
     for metric in metrics:
         sigs = sorted({s for r in members(runs) if not r.diverged for s in [r.signature(metric)] if s})
         for sig in sigs:
-            lines.append(f"- {METRIC_HEADERS.get(metric, metric)} `{sig}`")
+            lines.append(f"- {metric_header(metric)} `{sig}`")
     return lines
 
 
@@ -226,7 +211,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance)
         "#param",
         "T↓",
         "M↑",
-        METRIC_HEADERS[bleu],
+        metric_header(bleu),
         "Δ",
         "sacreBLEU↑" if other == "bleu" else "BLEU↑ (tok)",
     ]
@@ -262,7 +247,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance)
         lines.append(_row(cells))
     lines.append("")
     lines.append(
-        f"T: TER, M: METEOR, BLEU: {TABLE1_BLEU_WORDS.get(bleu, METRIC_NAMES[bleu])}; "
+        f"T: TER, M: METEOR, BLEU: {metric_spec(bleu).definition or metric_words(bleu)}; "
         f"Δ: BLEU difference against {model_label(base)}. Split: {spec['split']}."
         + (
             " Train ppl: the training perplexity logged at 20%, 40%, ... of the run's updates (the curve "
@@ -284,7 +269,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance)
 
 
 def paper_header(metric: str) -> list[str]:
-    return [f"Paper {METRIC_HEADERS[metric].rstrip('↑↓')}", "Δ paper"]
+    return [f"Paper {metric_spec(metric).label}", "Δ paper"]
 
 
 def render_comparison(
@@ -298,15 +283,16 @@ def render_comparison(
     tested = table_metric(comp)  # the Δ column and the column that carries †
     floor = Floor(floor_value, tested)
     sig = sig.against(base, rows, floor)
-    metrics = comp.get("metrics") or [m for m in ("tok_bleu", "bleu", "ter", "meteor", "chrf")]
-    metrics = [m for m in metrics if m != "tok_bleu" or any(r.metric("tok_bleu") is not None for r in rows)]
+    metrics = comp.get("metrics") or default_columns()
+    # a metric scored only from tokenized inputs has no column where no row has it
+    metrics = [m for m in metrics if not metric_spec(m).pair or any(r.metric(m) is not None for r in rows)]
     if tested not in metrics:
         metrics.append(tested)  # the tested metric always has a column for its marks
     paper = PaperColumns(paper_entries(comp.get("paper"), tested), tested, tolerance)
     dec_column = decoding.varies(rows)
     lines = [f"## {comp.get('title', comp['name'])}", "", *lead_with_perplexity(rows, floor)]
     header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param", "Updates"]
-    header += [METRIC_HEADERS[m] for m in metrics] + ["Δ"]
+    header += [metric_header(m) for m in metrics] + ["Δ"]
     header += paper_header(tested) if paper.active else []
     header += [decoding.HEADER] if dec_column else []  # last: the metric columns keep their places
     lines += [_row(header), _row([":---"] + ["---:"] * 2 + [":---:"] * 4 + ["---:"] * (len(header) - 7))]
@@ -335,7 +321,7 @@ def render_comparison(
             cells.append("–" if run.diverged else decoding.cell(run))
         lines.append(_row(cells))
     lines.append("")
-    lines.append(f"Δ: {METRIC_HEADERS[tested]} difference against {model_label(base)}.")
+    lines.append(f"Δ: {metric_header(tested)} difference against {model_label(base)}.")
     lines += _footnotes(rows, base, sig, paper)
     lines += ["", "Signatures:", *_signatures(rows, metrics), ""]
     return lines
@@ -352,7 +338,7 @@ def render_matrix(
         floor = Floor(floor_value, metric)
         diverged = {i for i, n in enumerate(names) if n in runs and runs[n].diverged}
         below = {i for i, n in enumerate(names) if n in runs and floor.below(runs[n])}
-        header = ["Model", METRIC_HEADERS.get(metric, metric).rstrip("↑↓"), *letters]
+        header = ["Model", metric_header(metric).rstrip("↑↓"), *letters]
         lines += [_row(header), _row([":---", ":---:", *[":---:"] * len(names)])]
         for i, name in enumerate(names):
             label = model_label(runs[name]) if name in runs else name
@@ -375,6 +361,28 @@ def render_matrix(
         )
         lines.append("")
     return lines
+
+
+# The table kinds' renderers (pipeline_lib.report.table_registry):
+# (report spec, table, runs, its significance JSON or None) -> markdown lines.
+def table1_section(
+    spec: dict[str, Any], table: dict[str, Any], runs: dict[str, Row], sig: str | None
+) -> list[str]:
+    return render_table1(spec, runs, Significance(sig, table_metric(table)))
+
+
+def comparison_section(
+    spec: dict[str, Any], table: dict[str, Any], runs: dict[str, Row], sig: str | None
+) -> list[str]:
+    return render_comparison(table, runs, Significance(sig, table_metric(table)), spec)
+
+
+def matrix_section(
+    spec: dict[str, Any], table: dict[str, Any], runs: dict[str, Run], sig: str | None
+) -> list[str]:
+    if sig is None:  # no pairwise matrix was computed
+        return []
+    return render_matrix(table.get("title", "Table 3"), sig, runs, table_settings(spec)[0])
 
 
 def render_data(metas: dict[str, str | list[str]]) -> list[str]:
@@ -422,15 +430,8 @@ def render(spec: dict[str, Any]) -> str:
         f"(split: {spec['split']}). Do not edit: rerun `{rerun_command(spec)}`.",
         "",
     ]
-    if "table1" in tables:
-        t1_metric = table_metric(tables["table1"])
-        lines += render_table1(spec, runs, Significance(sig_paths.get("table1"), t1_metric))
-    for comp in tables.get("comparisons", []):
-        comp_sig = Significance(sig_paths.get(comp["name"]), table_metric(comp))
-        lines += render_comparison(comp, runs, comp_sig, spec)
-    if "significance" in tables and "table3" in sig_paths:
-        title = tables["significance"].get("title", "Table 3")
-        lines += render_matrix(title, sig_paths["table3"], runs, table_settings(spec)[0])
+    for table in instances(tables, tabled=True):
+        lines += table.kind.renderer()(spec, table.table, runs, sig_paths.get(table.name))
     lines += render_data(spec.get("data", {}))
     lines += ["## Sources", ""]
     for name, info in spec["experiments"].items():

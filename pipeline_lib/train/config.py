@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline_lib.cpu.gemm_names import CPU_GEMMS
 from pipeline_lib.divergence.rule import UNIGRAM
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.field_spec import check_fields
 
 OPTIMIZERS = ("radam", "adam")
 LR_SCHEDULERS = ("inverse_sqrt", "fixed", "linear")
@@ -48,7 +48,9 @@ def _default_device() -> str:
 def setting(
     default: Any = dataclasses.MISSING, help: str | None = None, *, recipe: bool = False, **meta: Any
 ) -> Any:
-    """A TrainConfig field: its flag's help and group, and whether a workflow recipe may set it."""
+    """A TrainConfig field: its flag's help and group, whether a workflow recipe may set it, and in
+    ``meta`` its choices and bounds (pipeline_lib/field_spec.py: checked here, and the workflow schema's
+    recipe keys are generated from them) and ``trajectory`` (changing it on resume changes the run)."""
     return dataclasses.field(default=default, metadata={"help": help, "recipe": recipe, **meta})
 
 
@@ -66,16 +68,25 @@ class TrainConfig:
     save_dir: str = setting(group=DATA)
     train_subset: str = setting("train", group=DATA)
     valid_subset: str = setting("valid", group=DATA)
-    max_tokens: int = setting(4096, "padded tokens per batch per process", recipe=True, group=DATA)
+    max_tokens: int = setting(
+        4096, "padded tokens per batch per process", recipe=True, group=DATA, ge=1, trajectory=True
+    )
     max_sentences: int | None = setting(
-        None, "sentences per batch (default: no limit)", recipe=True, group=DATA
+        None, "sentences per batch (default: no limit)", recipe=True, group=DATA, ge=1, trajectory=True
     )
-    optimizer: str = setting("radam", recipe=True, group=OPTIM, choices=OPTIMIZERS)
+    optimizer: str = setting("radam", recipe=True, group=OPTIM, choices=OPTIMIZERS, trajectory=True)
     adam_betas: tuple[float, float] = setting(
-        (0.9, 0.98), "fairseq's '(0.9, 0.98)'", recipe=True, group=OPTIM, type=_betas_arg
+        (0.9, 0.98),
+        "fairseq's '(0.9, 0.98)'",
+        recipe=True,
+        group=OPTIM,
+        type=_betas_arg,
+        ge=0.0,
+        lt=1.0,
+        trajectory=True,
     )
-    adam_eps: float = setting(1e-8, recipe=True, group=OPTIM)
-    lr: float = setting(7e-4, "peak learning rate", recipe=True, group=OPTIM)
+    adam_eps: float = setting(1e-8, recipe=True, group=OPTIM, gt=0, trajectory=True)
+    lr: float = setting(7e-4, "peak learning rate", recipe=True, group=OPTIM, gt=0, trajectory=True)
     lr_scheduler: str = setting(
         "inverse_sqrt",
         "after the linear warm-up: inverse_sqrt decays as 1/sqrt(update) (from update 1 with no warm-up); "
@@ -84,18 +95,27 @@ class TrainConfig:
         recipe=True,
         group=OPTIM,
         choices=LR_SCHEDULERS,
+        trajectory=True,
     )
-    warmup_updates: int = setting(4000, recipe=True, group=OPTIM)
-    warmup_init_lr: float = setting(1e-7, recipe=True, group=OPTIM)
-    clip_norm: float = setting(0.0, "0 = no clipping (the papers' setting)", recipe=True, group=OPTIM)
-    weight_decay: float = setting(0.0, recipe=True, group=OPTIM)
-    label_smoothing: float = setting(0.1, recipe=True, group=OPTIM)
-    update_freq: int = setting(1, "accumulate gradients over N batches", recipe=True, group=OPTIM)
-    max_epoch: int = setting(0, "0 = no limit", recipe=True, group=OPTIM)
-    max_update: int = setting(0, "0 = no limit", recipe=True, group=OPTIM)
-    seed: int = setting(1, group=OPTIM)
+    warmup_updates: int = setting(4000, recipe=True, group=OPTIM, ge=0, trajectory=True)
+    warmup_init_lr: float = setting(1e-7, recipe=True, group=OPTIM, ge=0, trajectory=True)
+    clip_norm: float = setting(
+        0.0, "0 = no clipping (the papers' setting)", recipe=True, group=OPTIM, ge=0, trajectory=True
+    )
+    weight_decay: float = setting(0.0, recipe=True, group=OPTIM, ge=0, trajectory=True)
+    label_smoothing: float = setting(0.1, recipe=True, group=OPTIM, ge=0, lt=1, trajectory=True)
+    update_freq: int = setting(
+        1, "accumulate gradients over N batches", recipe=True, group=OPTIM, ge=1, trajectory=True
+    )
+    max_epoch: int = setting(0, "0 = no limit", recipe=True, group=OPTIM, ge=0)
+    max_update: int = setting(0, "0 = no limit", recipe=True, group=OPTIM, ge=0)
+    seed: int = setting(1, group=OPTIM, ge=0, trajectory=True)
     divergence_window: int = setting(
-        1000, "updates in the mean training nll that the divergence rule judges", recipe=True, group=OPTIM
+        1000,
+        "updates in the mean training nll that the divergence rule judges",
+        recipe=True,
+        group=OPTIM,
+        ge=1,
     )
     divergence_after: int | None = setting(
         None,
@@ -103,6 +123,7 @@ class TrainConfig:
         "(default: warm-up + window)",
         recipe=True,
         group=OPTIM,
+        ge=0,
     )
     divergence_threshold: float | str | None = setting(
         None,
@@ -112,11 +133,13 @@ class TrainConfig:
         recipe=True,
         group=OPTIM,
         type=_threshold_arg,
+        gt=0,
+        keywords=(UNIGRAM,),
     )
     admin_profile: str | None = setting(None, "ω profile JSON (required with --residual admin)", group=ADMIN)
     admin_closed_form: bool = setting(False, "Admin ω from the closed form, no profile", group=ADMIN)
     device: str = setting("cpu", group=RUNTIME, choices=DEVICES, cli_default=_default_device)
-    amp: str = setting("none", recipe=True, group=RUNTIME, choices=AMP_MODES)
+    amp: str = setting("none", recipe=True, group=RUNTIME, choices=AMP_MODES, trajectory=True)
     checkpoint_activations: bool = setting(
         False,
         "recompute each layer's activations in backward instead of keeping them (less memory for "
@@ -130,6 +153,7 @@ class TrainConfig:
         "shapes for the kernels and their caches, tensor-core-aligned; the loss is unchanged)",
         recipe=True,
         group=RUNTIME,
+        ge=1,
     )
     deferred_stats: bool = setting(
         False,
@@ -146,14 +170,16 @@ class TrainConfig:
         "for GPUs, with --pad-to-multiple 8). Dropout masks then come from the compiled graph's RNG",
         recipe=True,
         group=RUNTIME,
+        trajectory=True,  # dropout masks come from the compiled graph's RNG
     )
-    num_threads: int = setting(0, "torch CPU threads (0: torch's default)", group=RUNTIME)
+    num_threads: int = setting(0, "torch CPU threads (0: torch's default)", group=RUNTIME, ge=0)
     cpu_workers: int = setting(
         1,
         "CPU: run this many of an update's --update-freq micro-batches at once, one thread each "
         "(same update, same result up to float rounding; e.g. --max-tokens 2048 --update-freq 2 "
         "--cpu-workers 2 on 2 cores)",
         group=RUNTIME,
+        ge=1,
     )
     cpu_gemm: str = setting(
         "auto",
@@ -162,13 +188,17 @@ class TrainConfig:
         group=RUNTIME,
         choices=CPU_GEMMS,
     )
-    save_interval_updates: int = setting(0, "also save every N updates (0: off)", recipe=True, group=RUNTIME)
-    keep_interval_updates: int = setting(
-        0, "keep N checkpoint_{epoch}_{update}.pt", recipe=True, group=RUNTIME
+    save_interval_updates: int = setting(
+        0, "also save every N updates (0: off)", recipe=True, group=RUNTIME, ge=0
     )
-    keep_last_epochs: int = setting(-1, "keep N checkpoint{epoch}.pt (-1: all)", recipe=True, group=RUNTIME)
+    keep_interval_updates: int = setting(
+        0, "keep N checkpoint_{epoch}_{update}.pt", recipe=True, group=RUNTIME, ge=0
+    )
+    keep_last_epochs: int = setting(
+        -1, "keep N checkpoint{epoch}.pt (-1: all)", recipe=True, group=RUNTIME, ge=-1
+    )
     log_interval: int = setting(
-        100, "JSONL and TensorBoard train record every N updates", recipe=True, group=RUNTIME
+        100, "JSONL and TensorBoard train record every N updates", recipe=True, group=RUNTIME, ge=1
     )
     validate_interval_updates: int = setting(
         0,
@@ -176,6 +206,7 @@ class TrainConfig:
         "0: off): a dev curve at update granularity in train_log.jsonl and TensorBoard",
         recipe=True,
         group=RUNTIME,
+        ge=0,
     )
     progress: str = setting(
         "auto",
@@ -185,7 +216,7 @@ class TrainConfig:
         choices=PROGRESS_MODES,
     )
     progress_interval: float = setting(
-        30.0, "--progress lines: seconds between lines (at most one per update)", group=RUNTIME
+        30.0, "--progress lines: seconds between lines (at most one per update)", group=RUNTIME, ge=0
     )
     progress_fd: int = setting(
         0,
@@ -195,11 +226,8 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        self._choice("optimizer", OPTIMIZERS)
-        self._choice("amp", AMP_MODES)
-        self._choice("device", DEVICES)
-        self._choice("progress", PROGRESS_MODES)
-        self._choice("cpu_gemm", CPU_GEMMS)
+        # Choices and bounds come from the fields' metadata (the workflow schema is generated from it).
+        check_fields(self, self._flag)
         if self.cpu_gemm == "onednn" and (self.device != "cpu" or self.amp != "none"):
             raise ConfigError(
                 "train.cpu_gemm=onednn (--cpu-gemm onednn) is for fp32 training: --device cpu --amp none"
@@ -207,21 +235,8 @@ class TrainConfig:
         for name in ("source_lang", "target_lang", "data", "save_dir", "train_subset", "valid_subset"):
             if not getattr(self, name):
                 raise ConfigError(f"train.{name} (--{name.replace('_', '-')}) must not be empty")
-        if len(self.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in self.adam_betas):
-            raise ConfigError(
-                f"train.adam_betas (--adam-betas) must be two numbers in [0, 1), got {self.adam_betas}"
-            )
-        self._positive_float("adam_eps", "lr")
-        self._non_negative_float("warmup_init_lr", "clip_norm", "weight_decay")
         if self.warmup_init_lr > self.lr:
             raise ConfigError(f"train.warmup_init_lr={self.warmup_init_lr} exceeds train.lr={self.lr}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ConfigError(
-                f"train.label_smoothing (--label-smoothing) must be in [0, 1), got {self.label_smoothing}"
-            )
-        self._positive_int(
-            "max_tokens", "update_freq", "log_interval", "divergence_window", "cpu_workers", "pad_to_multiple"
-        )
         if self.cpu_workers > 1 and self.device != "cpu":
             raise ConfigError("train.cpu_workers (--cpu-workers) > 1 is for --device cpu")
         if self.cpu_workers > 1 and self.compile:
@@ -237,19 +252,6 @@ class TrainConfig:
             raise ConfigError(
                 "train.compile (--compile) leaves the products to the compiler: drop --cpu-gemm onednn"
             )
-        self._non_negative_int(
-            "warmup_updates", "max_epoch", "max_update", "save_interval_updates", "validate_interval_updates"
-        )
-        self._non_negative_float("progress_interval")
-        if self.divergence_after is not None:
-            self._non_negative_int("divergence_after")
-        self._non_negative_int("keep_interval_updates", "num_threads", "seed")
-        if self.max_sentences is not None:
-            self._positive_int("max_sentences")
-        if self.keep_last_epochs < -1:
-            raise ConfigError(
-                f"train.keep_last_epochs (--keep-last-epochs) must be >= -1, got {self.keep_last_epochs}"
-            )
         if self.lr_scheduler == "linear" and self.max_update <= self.warmup_updates:
             raise ConfigError(
                 "train.lr_scheduler=linear decays to 0 at --max-update: set it above --warmup-updates"
@@ -258,56 +260,18 @@ class TrainConfig:
             raise ConfigError(
                 "set --max-epoch or --max-update (train.max_epoch / train.max_update): both are 0"
             )
-        threshold = self.divergence_threshold
-        if isinstance(threshold, str):
-            if threshold != UNIGRAM:
-                raise ConfigError(
-                    f"train.divergence_threshold (--divergence-threshold) must be a number or 'unigram', "
-                    f"got {threshold!r}"
-                )
-        elif threshold is not None and not (math.isfinite(threshold) and threshold > 0):
-            raise ConfigError("train.divergence_threshold (--divergence-threshold) must be finite and > 0")
         if self.amp == "fp16" and self.device == "cpu":
             # torch supports it, but it is slow and pointless; bf16 is the CPU choice.
             raise ConfigError("train.amp=fp16 (--amp fp16) needs --device cuda; use --amp bf16 on CPU")
 
-    def _flag(self, name: str) -> str:
+    @staticmethod
+    def _flag(name: str) -> str:
         return f"train.{name} (--{name.replace('_', '-')})"
-
-    def _choice(self, name: str, choices: tuple[str, ...]) -> None:
-        if getattr(self, name) not in choices:
-            raise ConfigError(
-                f"{self._flag(name)}={getattr(self, name)!r} is not one of {', '.join(choices)}"
-            )
 
     @property
     def stuck_after(self) -> int:
         """The update from which the divergence rule's ``stuck`` clause applies."""
         return stuck_after(self.divergence_after, self.warmup_updates, self.divergence_window)
-
-    def _positive_int(self, *names: str) -> None:
-        for name in names:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"{self._flag(name)} must be a positive integer, got {value!r}")
-
-    def _non_negative_int(self, *names: str) -> None:
-        for name in names:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{self._flag(name)} must be a non-negative integer, got {value!r}")
-
-    def _positive_float(self, *names: str) -> None:
-        for name in names:
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ConfigError(f"{self._flag(name)} must be a positive number, got {value!r}")
-
-    def _non_negative_float(self, *names: str) -> None:
-        for name in names:
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ConfigError(f"{self._flag(name)} must be a non-negative number, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -331,12 +295,9 @@ def stuck_after(divergence_after: int | None, warmup_updates: int, divergence_wi
     return divergence_after if divergence_after is not None else warmup_updates + divergence_window
 
 
-# Keys whose change makes a resumed run differ from an uninterrupted one (warned about on resume).
-TRAJECTORY_KEYS = (
-    "optimizer", "adam_betas", "adam_eps", "lr", "lr_scheduler", "warmup_updates", "warmup_init_lr", "clip_norm",
-    "weight_decay", "label_smoothing", "max_tokens", "max_sentences", "update_freq", "seed", "amp",
-    "compile",  # dropout masks come from the compiled graph's RNG
-)  # fmt: skip
+# Keys whose change makes a resumed run differ from an uninterrupted one (warned about on resume):
+# the fields whose metadata says ``trajectory``.
+TRAJECTORY_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("trajectory"))
 
 
 def parse_betas(text: str) -> tuple[float, float]:

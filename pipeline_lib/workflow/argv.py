@@ -11,17 +11,15 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from pipeline_lib.evaluate.metric_registry import compound_split_metrics, metric_spec
 from pipeline_lib.model.config import model_recipe_pairs
 from pipeline_lib.model.registry import needs_profile
+from pipeline_lib.report.table_registry import instances
 from pipeline_lib.train.config import recipe_fields
 from pipeline_lib.workflow.experiments import expand_group_names
 from pipeline_lib.workflow.plan import Plan
 
 Pairs = Iterable[tuple[str, Any]]
-
-# The compound-split tokenized BLEU metrics and the scheme `score --compound-split` takes for each
-# (pipeline_lib.evaluate.compound_split.METRICS: the workflow layer does not import evaluate).
-COMPOUND_SPLIT_METRICS = {"tok_bleu_t2t": "t2t", "tok_bleu_wang": "wang"}
 
 
 def flag(name: str, value: Any) -> list[str]:
@@ -364,14 +362,12 @@ class Commands:
         """The compound-split schemes an experiment is scored with: those of every table that lists it
         and shows (``metrics``) or tests (``metric``) a compound-split column. A table chooses its
         scoring; tok_bleu stays the plain column."""
-        tables = self.plan.config.get("tables", {})
-        specs = [tables.get("table1"), tables.get("significance"), *tables.get("comparisons", [])]
         wanted: set[str] = set()
-        for spec in filter(None, specs):
-            named = {spec.get("baseline"), *spec.get("rows", []), *spec.get("systems", [])}
-            if name in expand_group_names(list(named - {None}), self.plan.seed_groups):
-                wanted.update(m for m in [spec.get("metric"), *spec.get("metrics", [])] if m)
-        return sorted(COMPOUND_SPLIT_METRICS[m] for m in wanted if m in COMPOUND_SPLIT_METRICS)
+        for table in instances(self.plan.config.get("tables", {}), tabled=True):
+            if name in expand_group_names(table.names(), self.plan.seed_groups):
+                wanted.update(m for m in [table.table.get("metric"), *table.table.get("metrics", [])] if m)
+        schemes = compound_split_metrics()
+        return sorted(schemes[m] for m in wanted if m in schemes)
 
     def score(self, name: str, split: str) -> str:
         return flags(
@@ -392,7 +388,7 @@ class Commands:
         base, systems, matrix = self.plan.significance[table]
         ev = self.plan.evaluation
         metric = self.plan.significance_metric(table)
-        tokenized = self._tokenized_reference(base, self.plan.split) if metric.startswith("tok_bleu") else []
+        tokenized = self._tokenized_reference(base, self.plan.split) if metric_spec(metric).tokenized else []
         return flags(
             [
                 *tokenized,

@@ -3,15 +3,13 @@ back-translation -> reverse models), checked before any rule is built."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate.metric_registry import METRICS
 from pipeline_lib.model.config import PRESETS
+from pipeline_lib.report.table_registry import TABLE_KINDS, Instance, instances
 from pipeline_lib.workflow.experiments import seed_groups
-
-# Table keys whose systems are single runs: the pairwise matrix and the analysis read one output each.
-SINGLE_RUN_KEYS = ("tables.significance", "tables.analysis")
 
 
 def fail(key: str, message: str) -> None:
@@ -30,17 +28,46 @@ def check_references(config: dict[str, Any], experiments: dict[str, dict[str, An
     _check_recipes(config["recipes"])
     if config["evaluation"]["decoding"] not in config["decoding"]:
         fail("evaluation.decoding", f"unknown decoding {config['evaluation']['decoding']!r}")
-    groups = seed_groups(config["experiments"])
-    for key, name in table_references(config["tables"]):
-        if name not in config["experiments"] and not any(name in runs for runs in groups.values()):
-            fail(key, f"unknown experiment {name!r}")
-        if name in groups and key.startswith(SINGLE_RUN_KEYS):
+    _check_tables(config, seed_groups(config["experiments"]))
+    _check_metrics(config)
+
+
+def _check_tables(config: dict[str, Any], groups: dict[str, list[str]]) -> None:
+    """Each table kind is registered, each experiment a table names exists (a seed group only where
+    the kind reads means over runs), and each paper number belongs to a row of its table."""
+    for key in config["tables"]:
+        if key not in TABLE_KINDS:
+            fail(f"tables.{key}", f"unknown table kind (known: {', '.join(TABLE_KINDS)})")
+    for table in instances(config["tables"]):
+        for key, name in table.references():
+            if name not in config["experiments"] and not any(name in runs for runs in groups.values()):
+                fail(key, f"unknown experiment {name!r}")
+            if name in groups and table.kind.single_runs:
+                fail(
+                    key,
+                    f"{name!r} is a seed group (mean over {len(groups[name])} runs); the paired bootstrap and "
+                    f"the analysis compare single runs' outputs: name one run, e.g. {groups[name][0]!r}",
+                )
+    for table in instances(config["tables"]):
+        _check_paper_rows(table)
+
+
+def _check_metrics(config: dict[str, Any]) -> None:
+    """Every metric a config names is registered (pipeline_lib.evaluate.metric_registry), and a table
+    is tested on one its kind can test."""
+    for j, name in enumerate(config["evaluation"].get("metrics", [])):
+        if name not in METRICS:
+            fail(f"evaluation.metrics[{j}]", f"unknown metric {name!r} (known: {', '.join(METRICS)})")
+    for table in instances(config["tables"], tabled=True):
+        for j, name in enumerate(table.table.get("metrics", [])):
+            if name not in METRICS:
+                fail(f"{table.key}.metrics[{j}]", f"unknown metric {name!r} (known: {', '.join(METRICS)})")
+        choices = table.kind.metric_choices()
+        if "metric" in table.table and table.table["metric"] not in choices:
             fail(
-                key,
-                f"{name!r} is a seed group (mean over {len(groups[name])} runs); the paired bootstrap and "
-                f"the analysis compare single runs' outputs: name one run, e.g. {groups[name][0]!r}",
+                f"{table.key}.metric",
+                f"{table.table['metric']!r} cannot be tested in this table (choose from: {', '.join(choices)})",
             )
-    _check_paper_rows(config["tables"])
 
 
 def _check_datasets(datasets: dict[str, dict[str, Any]]) -> None:
@@ -128,30 +155,14 @@ def _check_recipes(recipes: dict[str, dict[str, Any]]) -> None:
             )
 
 
-def table_references(tables: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """(config key, experiment name) of every experiment a table names."""
-    if "table1" in tables:
-        yield "tables.table1.baseline", tables["table1"]["baseline"]
-        yield from (("tables.table1.rows", r) for r in tables["table1"]["rows"])
-    for i, comp in enumerate(tables.get("comparisons", [])):
-        yield from ((f"tables.comparisons[{i}].rows", r) for r in comp["rows"])
-        if "baseline" in comp:
-            yield f"tables.comparisons[{i}].baseline", comp["baseline"]
-    if "significance" in tables:
-        yield "tables.significance.baseline", tables["significance"]["baseline"]
-        yield from (("tables.significance.systems", s) for s in tables["significance"]["systems"])
-    yield from (("tables.analysis", s) for s in tables.get("analysis", []))
-
-
-def _check_paper_rows(tables: dict[str, Any]) -> None:
+def _check_paper_rows(table: Instance) -> None:
     """A paper number belongs to a row of its own table (a typo would silently show nothing)."""
-    owners = [("tables.table1", tables["table1"])] if "table1" in tables else []
-    owners += [(f"tables.comparisons[{i}]", c) for i, c in enumerate(tables.get("comparisons", []))]
-    for key, table in owners:
-        rows = [table.get("baseline"), *table["rows"]]
-        for name in table.get("paper", {}):
-            if name not in rows:
-                fail(
-                    f"{key}.paper.{name}",
-                    f"not a row of this table (rows: {', '.join(dict.fromkeys(r for r in rows if r))})",
-                )
+    if not isinstance(table.table, dict):
+        return
+    rows = [table.table.get("baseline"), *table.names()]
+    for name in table.table.get("paper", {}):
+        if name not in rows:
+            fail(
+                f"{table.key}.paper.{name}",
+                f"not a row of this table (rows: {', '.join(dict.fromkeys(r for r in rows if r))})",
+            )

@@ -12,6 +12,7 @@ from pipeline_lib.divergence.rule import describe_rule
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.model.config import model_recipe_defaults
 from pipeline_lib.model.registry import needs_profile
+from pipeline_lib.report.table_registry import instances
 from pipeline_lib.train.config import recipe_defaults, stuck_after
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments, expand_group_names, seed_groups
@@ -283,46 +284,21 @@ class Plan:
 
     def table_names(self) -> list[str]:
         """The experiments and seed groups the tables name."""
-        tables = self.config["tables"]
-        names = []
-        if "table1" in tables:
-            names += [tables["table1"]["baseline"], *tables["table1"]["rows"]]
-        for comp in tables.get("comparisons", []):
-            names += comp["rows"] + ([comp["baseline"]] if "baseline" in comp else [])
-        if "significance" in tables:
-            names += [tables["significance"]["baseline"], *tables["significance"]["systems"]]
+        names = [n for table in instances(self.config["tables"], tabled=True) for n in table.names()]
         return list(dict.fromkeys(names))
 
     def _significance_sets(self) -> dict[str, tuple[str, list[str], bool]]:
         """name -> (baseline, systems, matrix?) for every significance computation the tables need."""
-        tables = self.config["tables"]
         sets = {}
-        # A seed group's row is a mean over runs: the paired bootstrap tests one run's output, so a
-        # group is left out (a table whose baseline is a group has no marks).
-        if "table1" in tables:
-            t1 = tables["table1"]
-            rows = [r for r in t1["rows"] if r != t1["baseline"] and r not in self.seed_groups]
-            if rows and t1["baseline"] not in self.seed_groups:
-                sets["table1"] = (t1["baseline"], rows, False)
-        for comp in tables.get("comparisons", []):
-            base = comp.get("baseline", comp["rows"][0])
-            rows = [r for r in comp["rows"] if r != base and r not in self.seed_groups]
-            if rows and base not in self.seed_groups:
-                sets[comp["name"]] = (base, rows, False)
-        if "significance" in tables:
-            sig = tables["significance"]
-            sets["table3"] = (sig["baseline"], [s for s in sig["systems"] if s != sig["baseline"]], True)
+        for table in instances(self.config["tables"]):
+            tested = table.kind.tested(table.table, self.seed_groups) if table.kind.tested else None
+            if tested is not None:
+                sets[table.name] = tested
         return sets
 
     def significance_metric(self, table: str) -> str:
         """The metric a table is tested on (its ``metric`` key; sacreBLEU by default)."""
-        tables = self.config["tables"]
-        if table == "table3":
-            spec = tables["significance"]
-        elif table == "table1":
-            spec = tables["table1"]
-        else:
-            spec = next(c for c in tables.get("comparisons", []) if c["name"] == table)
+        spec = next(t.table for t in instances(self.config["tables"], tabled=True) if t.name == table)
         return spec.get("metric", "bleu")
 
     def analysis_systems(self) -> list[str]:

@@ -1,4 +1,10 @@
-"""Schema validation of a workflow config: one error naming the offending key, defaults filled."""
+"""Schema validation of a workflow config: one error naming the offending key, defaults filled.
+
+The YAML schema holds every key except the hyperparameters: a mapping marked ``x-generated: <part>``
+gets the properties of :data:`GENERATED` ``<part>`` when the schema loads, each from its dataclass
+field's type, choices, bounds and help (pipeline_lib/field_spec.py), so a hyperparameter and its
+constraints are written once, beside the code that checks them again on the command line.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,20 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.field_spec import json_schema
+from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.train.config import TrainConfig
 
 SCHEMA_FILE = Path("workflow") / "schemas" / "config.schema.yaml"
+MARKER = "x-generated"
+
+# part -> (dataclass, the metadata key marking the fields that go in it)
+GENERATED: dict[str, list[tuple[type, str]]] = {
+    "recipe": [(TrainConfig, "recipe"), (ModelConfig, "recipe")],  # recipes and experiment overrides
+    "decoding": [(SearchConfig, "decoding")],  # the entries of `decoding` (translate's search flags)
+}
 
 
 def _fill_defaults(validator_class: type) -> type:
@@ -39,8 +56,44 @@ def key_path(error: jsonschema.ValidationError) -> str:
     return path or "<top level>"
 
 
+def generated_properties(part: str) -> dict[str, dict[str, Any]]:
+    """The schema properties of the dataclass fields that make up ``part``."""
+    props: dict[str, dict[str, Any]] = {}
+    for cls, marker in GENERATED[part]:
+        props.update(json_schema(cls, marker))
+    return props
+
+
+def _fill_generated(node: Any, where: str = "") -> None:
+    """Add the generated properties wherever the schema is marked (depth first, in place)."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            _fill_generated(item, f"{where}/{i}")
+        return
+    if not isinstance(node, dict):
+        return
+    if MARKER in node:
+        part = node.pop(MARKER)
+        if part not in GENERATED:
+            raise ValueError(
+                f"{SCHEMA_FILE}: {where}: {MARKER}: {part!r} is not one of {', '.join(GENERATED)}"
+            )
+        own = node.get("properties", {})
+        generated = generated_properties(part)
+        twice = sorted(set(own) & set(generated))
+        if twice:
+            # A workflow-only key must not shadow a field: the field's declaration is the one.
+            raise ValueError(f"{SCHEMA_FILE}: {where}: {', '.join(twice)} declared here and as a field")
+        node["properties"] = {**generated, **own}
+    for key, value in node.items():
+        _fill_generated(value, f"{where}/{key}")
+
+
 def load_schema(path: str | Path) -> dict[str, Any]:
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    """The YAML schema with the generated properties filled in (see the module's docstring)."""
+    schema = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    _fill_generated(schema)
+    return schema
 
 
 def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> None:
