@@ -188,7 +188,8 @@ def test_ctranslate2_export_of_an_unshared_model_gives_our_hypotheses(toy_unshar
 
 
 def test_dlcl_config_dry_run_unshares_the_xu_rows_only():
-    """The README's command as typed: `--no-share-all-embeddings` on every xu_* train job, on no other."""
+    """docs/paper-scale.md's command as typed: `--no-share-all-embeddings` on every xu_* train job,
+    on no other."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(
         ["snakemake", "all", "-n", "-p", "--configfile", DLCL_CONFIG],

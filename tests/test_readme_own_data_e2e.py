@@ -1,4 +1,4 @@
-"""The README's "Your own data" example, run end to end as a new user would: the config exactly as
+"""The "Your own data" example of docs/own-data.md, run end to end as a new user would: the config exactly as
 printed there (CPU scale: two 6L-6L-64D models of 300 updates), files named as it says, the tiny
 corpus's sentence pairs as the data. Then an edit of the test reference must schedule translation,
 scoring and the report again, and no training.
@@ -35,8 +35,8 @@ def _snakemake(run: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(1800)
 def test_readme_own_data_example_runs_and_reruns_after_a_reference_edit(tmp_path: Path):
     marker = "# my_ende.yaml"
-    readme = (REPO / "README.md").read_text()
-    block = marker + readme.split("```yaml\n" + marker, 1)[1].split("```", 1)[0]
+    doc = (REPO / "docs" / "own-data.md").read_text()
+    block = marker + doc.split("```yaml\n" + marker, 1)[1].split("```", 1)[0]
     (tmp_path / "my_ende.yaml").write_text(block)
     cfg = yaml.safe_load(block)
     data = tmp_path / cfg["datasets"]["my_ende"]["path"]

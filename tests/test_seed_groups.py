@@ -1,7 +1,7 @@
 """A paper row that is a mean over training runs (``experiments.<name>.seeds``): one run per seed
 through every rule, one table row of mean ± sample std over the runs that converged.
 
-The expansion and the checks run through the real schema and Plan; the dry run is the README's
+The expansion and the checks run through the real schema and Plan; the dry run is docs/paper-scale.md's
 command on config.iwslt14_fig10.yaml as typed; the table is rendered by the real report from score
 files written here, and its numbers are computed here by hand.
 """
@@ -99,8 +99,8 @@ def test_the_significance_matrix_names_single_runs_not_a_group(key: str):
 
 
 def test_iwslt_dry_run_as_typed_trains_five_seeds_per_row():
-    """The README's command in the repo root: every Table 2 row trains its five seeds, each its own
-    train job with TC's --seed (iwslt14_de-en.md:20,47,90)."""
+    """The command of docs/paper-scale.md in the repo root: every Table 2 row trains its five seeds,
+    each its own train job with TC's --seed (iwslt14_de-en.md:20,47,90)."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(
         ["snakemake", "all", "-n", "-p", "--configfile", "config.iwslt14_fig10.yaml"],

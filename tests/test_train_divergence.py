@@ -100,7 +100,8 @@ def test_the_demo_rule_on_real_curves():
     """Curves logged by the demo's stability map (tests/data/divergence_curves.json), replayed at the
     demo recipe's settings: a post-LN run stuck at the unigram level is stuck at update 400; a post-LN
     run that sat on the plateau until ~update 300 and then learned (slow, healthy) and a pre-LN run
-    complete; an Admin run that left the plateau only at ~400 completes, by a hair (noted in the README)."""
+    complete; an Admin run that left the plateau only at ~400 completes, by a hair (docs/demo.md,
+    "The divergence rule")."""
     import json
     from pathlib import Path
 

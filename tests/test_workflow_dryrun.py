@@ -144,8 +144,8 @@ JOB_SHAPES = {
 
 @pytest.mark.parametrize("config", PAPER_CONFIGS)
 def test_paper_config_dry_run_as_typed(config: str):
-    """The README's command, exactly as a user types it in the repo root: the paper config replaces
-    the demo default, so its DAG holds every job of the paper and nothing of the demo."""
+    """The command of docs/paper-scale.md, exactly as a user types it in the repo root: the paper
+    config replaces the demo default, so its DAG holds every job of the paper and nothing of the demo."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(
         ["snakemake", "-n", "all", "--configfile", config],
@@ -266,8 +266,8 @@ def test_snakefmt_check():
 
 @pytest.mark.parametrize("config", PAPER_CONFIGS)
 def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
-    """`python -m pipeline_lib plan` (the README's plan tables): jobs per rule are the dry run's, and
-    the training GPU-hours equal gpu x runtime summed over the config's experiments."""
+    """`python -m pipeline_lib plan` (the plan tables of docs/paper-scale.md): jobs per rule are the dry
+    run's, and the training GPU-hours equal gpu x runtime summed over the config's experiments."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline_lib", "plan", "--configfile", config],
@@ -311,10 +311,10 @@ def test_plan_summary_adds_up_the_configured_gpu_hours(config: str):
 
 
 def test_readme_own_data_example_builds_its_dag(tmp_path: Path):
-    """The README's "Your own data" config, as printed there, with the files it names."""
-    readme = (REPO / "README.md").read_text()
+    """The "Your own data" config of docs/own-data.md, as printed there, with the files it names."""
+    doc = (REPO / "docs" / "own-data.md").read_text()
     marker = "# my_ende.yaml"
-    block = marker + readme.split("```yaml\n" + marker, 1)[1].split("```", 1)[0]
+    block = marker + doc.split("```yaml\n" + marker, 1)[1].split("```", 1)[0]
     cfg = yaml.safe_load(block)
     (tmp_path / "my_ende.yaml").write_text(block)
     data = tmp_path / cfg["datasets"]["my_ende"]["path"]

@@ -24,7 +24,7 @@ from slurm_helpers import REPO, make_test_profile, snakemake_cmd
 
 from pipeline_lib.slurm_launch import PROFILE_TRAIN_RESOURCES, TRAINING_SHAPES, TrainShape, sbatch_line
 
-# The documented lines (README / profiles/slurm). Placeholders stand for per-run values.
+# The documented lines (docs/slurm.md / profiles/slurm). Placeholders stand for per-run values.
 EXPECTED = {
     "1gpu": "sbatch --parsable --job-name '<run_uuid>' --output '<slurm_logdir>/rule_train/exp_1gpu/%j.log' "
     "--export=ALL --comment rule_train_wildcards_exp_1gpu   -p gpu -t 2880 --mem 64000 --requeue "

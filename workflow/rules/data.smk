@@ -97,7 +97,7 @@ rule download_mono:
         "python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
 
-# Resources from bench/scale_data.py (README, 'The data path at paper scale'): 78 MB on 2 workers, ~15 min
+# Resources from bench/scale_data.py (docs/performance.md, 'The data path at paper scale'): 78 MB on 2 workers, ~15 min
 # for WMT'14 En-Fr's 40.8M pairs on 16 cores. The training side (train, valid, mono) only: the test
 # split has its own job, so that editing a test file reruns evaluation and never training.
 # `--workers {threads}` stays out of params: Snakemake compares only params that do not take threads.
