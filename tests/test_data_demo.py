@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline_lib.cli import main
-from pipeline_lib.data.cli_demo import clean_verse
+from pipeline_lib.data.bible_corpus import clean_verse
 
 RESOURCES = Path(os.environ.get("DEEPNMT_RESOURCES", Path(__file__).resolve().parents[1] / "resources"))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipeline_lib.atomic import is_temp_file
 from pipeline_lib.cli import main
-from pipeline_lib.data.cli_preprocess import DROPPED_TEXT_CHARS
+from pipeline_lib.data.preprocess import DROPPED_TEXT_CHARS
 
 LONG_WORD = "abcdefghij" * 30  # one token of 300 characters: cut in the list
 # (line, source, target), 1-based line numbers of the raw files

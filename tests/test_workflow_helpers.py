@@ -109,7 +109,7 @@ def test_train_log_per_epoch_perplexity(tmp_path: Path):
 
 def test_learning_curves_plot_every_interval_record_over_updates(tmp_path: Path, monkeypatch):
     """An update-limited run (one epoch, many log intervals) is a curve, not one dot per epoch."""
-    from pipeline_lib.report import plots
+    from pipeline_lib.report import learning_curves as curves
 
     log = tmp_path / "train_log.jsonl"
     records = [{"kind": "start", "update": 0, "parameters": 10}]
@@ -122,8 +122,8 @@ def test_learning_curves_plot_every_interval_record_over_updates(tmp_path: Path,
     info = {"train_log": str(log), "status": str(status), "score": "", "encoder_layers": 2, "decoder_layers": 2,
             "residual": "pre_ln", "width": "base", "d_model": 64}  # fmt: skip
     figures = []
-    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig))
-    plots.learning_curves({"experiments": {"run": info}}, str(tmp_path / "lc.png"))
+    monkeypatch.setattr(curves, "save_figure", lambda fig, path: figures.append(fig))
+    curves.learning_curves({"experiments": {"run": info}}, str(tmp_path / "lc.png"))
     train_ax, valid_ax = figures[0].axes[:2]
     assert train_ax.get_xlabel() == "update" == valid_ax.get_xlabel()
     curve = train_ax.lines[0]

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.cli_preprocess import EVAL_SPLITS, cleaning_warning, excerpt
 from pipeline_lib.data.moses import CleanConfig, clean_reason
+from pipeline_lib.data.preprocess import EVAL_SPLITS, cleaning_warning, excerpt
 from pipeline_lib.data.textio import read_lines
 from pipeline_lib.errors import InputError
 

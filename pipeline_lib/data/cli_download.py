@@ -28,25 +28,18 @@ Monolingual use (News Crawl for back-translation)::
 
 Smoke tests and institutional mirrors: ``--mirror BASE`` fetches every file (sacrebleu's included)
 from ``BASE/<path of the original URL>``; ``--checksums FILE`` (``sha256sum`` format, paths as on
-the mirror) replaces the pins for the files it lists.
+the mirror) replaces the pins for the files it lists. The stage itself: ``fetch_corpora.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import logging
 from pathlib import Path
 
-from pipeline_lib.atomic import AtomicGroup, atomic_open, write_bytes, write_text
-from pipeline_lib.data.download import DownloadError, extract, fetch, file_digest, sha256_file
-from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, TED_RECIPES, Archive, Source, TedRecipe
-from pipeline_lib.data.ted_text import train_tag_lines, xml_seg_lines
-from pipeline_lib.data.textio import count_lines, decode_line, read_lines
-from pipeline_lib.errors import ConfigError, InputError
-
-log = logging.getLogger(__name__)
+from pipeline_lib.data.fetch_corpora import Network, fetch_mono_recipe, fetch_recipe, fetch_urls
+from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, TED_RECIPES, Source
+from pipeline_lib.errors import ConfigError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -82,203 +75,6 @@ def _per_url(values: list, urls: list[str], flag: str) -> list:
     return values or [None] * len(urls)
 
 
-class Manifest:
-    """``manifest.json`` beside the downloads: what was fetched from where, with its checksums."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.entries = json.loads(path.read_text()) if path.is_file() else {}
-
-    def add(self, name: str, entry: dict) -> None:
-        self.entries[name] = entry
-        write_text(self.path, json.dumps(self.entries, indent=2) + "\n")
-
-
-def _fetch_archive(
-    args: argparse.Namespace, source: Source, archive: Archive, orig: Path, manifest: Manifest
-) -> Path:
-    sha = source.sha256(archive)
-    if sha is None:
-        log.warning("%s: unpinned (%s)", archive.url, archive.why_unpinned)
-    url = source.url(archive.url)
-    path = fetch(url, orig / archive.name, sha256=sha, size=source.size(archive), **_net(args))
-    manifest.add(
-        archive.name,
-        {
-            "url": url,
-            "bytes": path.stat().st_size,
-            "sha256": sha or sha256_file(path),
-            "pinned": sha is not None,
-        },
-    )
-    return path
-
-
-def _net(args: argparse.Namespace) -> dict:
-    return {"retries": args.retries, "backoff": args.backoff, "timeout": args.timeout}
-
-
-def _fetch_urls(args: argparse.Namespace, urls: list[str], orig: Path) -> list[Path]:
-    shas = _per_url(args.sha256, urls, "--sha256")
-    sizes = _per_url(args.size, urls, "--size")
-    manifest = Manifest(orig / "manifest.json")
-    paths = []
-    for url, sha, size in zip(urls, shas, sizes, strict=True):
-        name = url.rstrip("/").rsplit("/", 1)[-1] or "download"
-        path = fetch(url, orig / name, sha256=sha, size=size, **_net(args))
-        manifest.add(name, {"url": url, "bytes": path.stat().st_size, "sha256": sha or sha256_file(path)})
-        paths.append(path)
-    return paths
-
-
-def _find(root: Path, stem: str, lang: str) -> Path:
-    for cand in (f"{stem}.{lang}", f"{stem}.{lang}.gz"):
-        hits = sorted(root.glob(f"*/{cand}"))
-        if hits:
-            return extract(hits[0], hits[0].parent) if cand.endswith(".gz") else hits[0]
-    raise InputError(f"{root}: no {stem}.{lang} in the extracted archives")
-
-
-def _sacrebleu_set(
-    args: argparse.Namespace, source: Source, spec: tuple[str, str], manifest: Manifest
-) -> tuple[Path, Path]:
-    """A sacrebleu test set, its tarball fetched by :func:`fetch` (mirror, retries) into sacrebleu's
-    cache and checked against sacrebleu's md5 (or the mirror's sha256) before sacrebleu reads it."""
-    from sacrebleu.dataset import DATASETS
-    from sacrebleu.utils import extract_tarball
-
-    test_set, langpair = spec
-    dataset = DATASETS[test_set]
-    md5s = dataset.md5 or [None] * len(dataset.data)
-    for url, md5 in zip(dataset.data, md5s, strict=True):
-        tarball = Path(dataset._rawdir) / dataset._get_tarball_filename(url)
-        sha = source.pinned(url)
-        fetched = source.url(url)
-        if not tarball.is_file() or tarball.stat().st_size == 0:
-            fetch(fetched, tarball, sha256=sha, **_net(args))
-            got = file_digest(tarball, "md5")
-            if sha is None and md5 is not None and got != md5:
-                tarball.unlink()
-                raise DownloadError(
-                    f"{fetched}: md5 mismatch, expected {md5} (sacrebleu), got {got}; file removed"
-                )
-            extract_tarball(str(tarball), dataset._rawdir)
-        manifest.add(
-            tarball.name,
-            {
-                "url": fetched,
-                "bytes": tarball.stat().st_size,
-                "sha256": sha256_file(tarball),
-                "md5": file_digest(tarball, "md5"),
-                "md5_sacrebleu": md5,
-                "verified_by": "mirror sha256" if sha else "sacrebleu md5",
-            },
-        )
-    try:
-        return Path(dataset.get_source_file(langpair)), Path(dataset.get_reference_files(langpair)[0])
-    except Exception as exc:
-        raise InputError(f"sacrebleu could not read {test_set} {langpair}: {exc}") from exc
-    except SystemExit as exc:  # sacrebleu exits on some errors
-        raise InputError(f"sacrebleu could not read {test_set} {langpair} (exit {exc.code})") from None
-
-
-def _run_ted_recipe(args: argparse.Namespace, source: Source, recipe: TedRecipe) -> None:
-    """raw/train.* from the train.tags files, raw/test.* from the XML dev/test files, concatenated."""
-    orig = args.out_dir / "orig"
-    manifest = Manifest(orig / "manifest.json")
-    archive = _fetch_archive(args, source, recipe.archive, orig, manifest)
-    folder = extract(archive, orig / "extracted") / recipe.folder
-    raw = args.out_dir / "raw"
-    with AtomicGroup() as group:
-        for lang in (recipe.src, recipe.tgt):
-            train = folder / f"{recipe.train}.{lang}"
-            if not train.is_file():
-                raise InputError(f"{archive}: no {recipe.folder}/{train.name} in the archive")
-            with group.tmp_for(raw / f"train.{lang}").open("w", encoding="utf-8", newline="\n") as out:
-                for line in train_tag_lines(train):
-                    out.write(line + "\n")
-            with group.tmp_for(raw / f"test.{lang}").open("w", encoding="utf-8", newline="\n") as out:
-                for stem in recipe.test:
-                    xml = folder / f"{stem}.{lang}.xml"
-                    if not xml.is_file():
-                        raise InputError(f"{archive}: no {recipe.folder}/{xml.name} in the archive")
-                    for line in xml_seg_lines(xml):
-                        out.write(line + "\n")
-    n_train, n_test = (_aligned_pairs(raw, split, recipe.src, recipe.tgt) for split in ("train", "test"))
-    log.info("%s: %d training pairs (valid is carved from them), %d test pairs in %s",
-             args.recipe, n_train, n_test, raw)  # fmt: skip
-
-
-def _aligned_pairs(raw: Path, split: str, src: str, tgt: str) -> int:
-    """The pair count of ``raw/{split}.*``, which must have as many source lines as target lines."""
-    n_src, n_tgt = count_lines(raw / f"{split}.{src}"), count_lines(raw / f"{split}.{tgt}")
-    if n_src != n_tgt:
-        raise InputError(f"{raw}/{split}.{tgt}: {n_tgt} lines but {split}.{src} has {n_src}")
-    return n_src
-
-
-def _run_recipe(args: argparse.Namespace, source: Source) -> None:
-    if args.recipe in TED_RECIPES:
-        _run_ted_recipe(args, source, TED_RECIPES[args.recipe])
-        return
-    recipe = RECIPES[args.recipe]
-    orig = args.out_dir / "orig"
-    manifest = Manifest(orig / "manifest.json")
-    archives = [_fetch_archive(args, source, a, orig, manifest) for a in recipe.archives]
-    ext = orig / "extracted"
-    for a in archives:
-        extract(a, ext)
-    raw = args.out_dir / "raw"
-    sets = {"test": recipe.test, "valid": recipe.dev}
-    eval_files = {split: _sacrebleu_set(args, source, spec, manifest) for split, spec in sets.items() if spec}
-    with AtomicGroup() as group:
-        for lang in (recipe.src, recipe.tgt):
-            with group.tmp_for(raw / f"train.{lang}").open("w", encoding="utf-8", newline="\n") as out:
-                for stem in recipe.corpora:
-                    for line in read_lines(_find(ext, stem, lang)):
-                        out.write(line + "\n")
-        for split, (src_file, ref_file) in eval_files.items():
-            for lang, f in ((recipe.src, src_file), (recipe.tgt, ref_file)):
-                with group.tmp_for(raw / f"{split}.{lang}").open("w", encoding="utf-8", newline="\n") as out:
-                    for line in read_lines(f):
-                        out.write(line + "\n")
-    n_train = _aligned_pairs(raw, "train", recipe.src, recipe.tgt)
-    log.info("%s: %d training pairs in %s", args.recipe, n_train, raw)
-
-
-def _run_mono_recipe(args: argparse.Namespace, source: Source) -> None:
-    """Concatenate the recipe's gzipped yearly files (streamed, never unpacked) up to --max-lines."""
-    if args.output is None:
-        raise ConfigError("--mono-recipe needs --output")
-    if args.max_lines is not None and args.max_lines < 1:
-        raise ConfigError(f"--max-lines must be >= 1, got {args.max_lines}")
-    recipe = MONO_RECIPES[args.mono_recipe]
-    manifest = Manifest(args.out_dir / "manifest.json")
-    written = 0
-    with atomic_open(args.output) as out:
-        for archive in recipe.archives:
-            if args.max_lines is not None and written >= args.max_lines:
-                break
-            path = _fetch_archive(args, source, archive, args.out_dir, manifest)
-            try:
-                with gzip.open(path, "rb") as f:
-                    for lineno, raw in enumerate(f, 1):
-                        if args.max_lines is not None and written >= args.max_lines:
-                            break
-                        out.write(decode_line(path, lineno, raw) + "\n")
-                        written += 1
-            except (OSError, EOFError) as exc:
-                raise InputError(f"{path}: cannot gunzip ({exc})") from exc
-    log.info(
-        "%s: %d lines of %s -> %s (source: %s)",
-        args.mono_recipe,
-        written,
-        recipe.lang,
-        args.output,
-        recipe.source,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.retries < 0:
@@ -286,17 +82,20 @@ def run(args: argparse.Namespace) -> int:
     if sum(bool(x) for x in (args.recipe, args.mono_recipe, args.url)) > 1:
         raise ConfigError("--recipe, --mono-recipe and --url are exclusive")
     source = Source(args.mirror, args.checksums)
+    net = Network(args.retries, args.backoff, args.timeout)
     if args.recipe:
-        _run_recipe(args, source)
-        if args.manifest_copy:
-            write_bytes(args.manifest_copy, (args.out_dir / "orig" / "manifest.json").read_bytes())
+        fetch_recipe(args.recipe, args.out_dir, source, net, manifest_copy=args.manifest_copy)
         return 0
     if args.mono_recipe:
-        _run_mono_recipe(args, source)
+        if args.output is None:
+            raise ConfigError("--mono-recipe needs --output")
+        if args.max_lines is not None and args.max_lines < 1:
+            raise ConfigError(f"--max-lines must be >= 1, got {args.max_lines}")
+        fetch_mono_recipe(args.mono_recipe, args.out_dir, args.output, args.max_lines, source, net)
         return 0
     if not args.url:
         raise ConfigError("give --url (repeatable), --recipe or --mono-recipe")
-    for path in _fetch_urls(args, args.url, args.out_dir):
-        if args.extract:
-            log.info("extracted %s", extract(path, args.out_dir))
+    shas = _per_url(args.sha256, args.url, "--sha256")
+    sizes = _per_url(args.size, args.url, "--size")
+    fetch_urls(args.url, shas, sizes, args.out_dir, net, extract_archives=args.extract)
     return 0

@@ -1,6 +1,6 @@
 """Undo the data stage on decoder output: subword merging, then Moses detokenization.
 
-The decoder reads the bpe directory's ``meta.json`` (see ``data/cli_subword.py``): ``subword``
+The decoder reads the bpe directory's ``meta.json`` (see ``data/apply_subword.py``): ``subword``
 (``"bpe"``, ``"spm"`` or ``"none"``) tells :func:`postprocess_subwords` what to undo, and
 ``moses_tokenized`` whether :func:`moses_detokenize` must run before sacreBLEU.
 """

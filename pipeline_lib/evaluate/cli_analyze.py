@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     write_text(out / "word_accuracy.tsv", _tsv(word_acc, wa_cols))
     write_text(out / "length_bleu.tsv", _tsv(length_bleu, ["n_segments", "bleu", "sys_len", "ref_len"]))
     if not args.no_plots:
-        from pipeline_lib.evaluate.plots import grouped_bars
+        from pipeline_lib.evaluate.analysis_plots import grouped_bars
 
         grouped_bars(
             str(out / "word_accuracy.png"),

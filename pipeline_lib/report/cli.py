@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         write_text(args.tables, text)
         print(text)
     if args.learning_curves:
-        from pipeline_lib.report.plots import learning_curves
+        from pipeline_lib.report.learning_curves import learning_curves
 
         learning_curves(spec, args.learning_curves)
         log.info("wrote %s", args.learning_curves)

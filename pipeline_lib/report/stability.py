@@ -162,7 +162,7 @@ PANELS_PER_ROW = 6  # the eleven-method map wraps onto two rows
 
 
 def draw(stab: dict[str, Any], grid: dict[Cell, list[Seed]], path: str) -> None:
-    from pipeline_lib.report.plots import plt, save_figure
+    from pipeline_lib.report.figures import plt, save_figure
 
     methods, depths, lrs, betas = _axes(stab)
     panels = [(m, d) for d in depths for m in methods]

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # headless: cluster nodes have no display
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from pipeline_lib.atomic import write_bytes  # noqa: E402
-from pipeline_lib.report.inputs import (  # noqa: E402
-    Run,  # noqa: E402
-    TrainLog,
-    read_json,
-    read_train_log,
-)
-from pipeline_lib.report.labels import model_label  # noqa: E402
-
-
-def save_figure(fig: Any, path: str) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    write_bytes(path, buf.getvalue())
+from pipeline_lib.report.figures import plt, save_figure
+from pipeline_lib.report.inputs import Run, TrainLog, read_json, read_train_log
+from pipeline_lib.report.labels import model_label
 
 
 def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
