@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup setup-dev profiles demo test test-fast test-peers lint clean-results
+.PHONY: setup setup-dev profiles demo test test-fast test-peers mutate lint clean-results
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ test-fast: setup-dev
 # bench/peers/install.sh fairseq builds (~3 min); skipped when it is absent.
 test-peers: setup-dev
 	. $(BIN)/activate && DEEPNMT_TEST_PEERS=1 python -m pytest -q -ra -n 0 tests/test_export_fairseq_peer.py $(PYTEST_ARGS)
+
+# Mutation score of the core modules (tools/mutate.py, mutmut; docs/mutation.md). Not part of
+# `make test`. MODULE=metrics runs one module; each run resumes from mutants/. One torch thread per
+# mutant: MUTATE_JOBS mutants run at once (mutmut forks them; forked OpenMP pools can hang).
+MODULE ?=
+MUTATE_JOBS ?= 2
+mutate: setup-dev
+	. $(BIN)/activate && OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python tools/mutate.py run --jobs $(MUTATE_JOBS) $(MODULE)
 
 lint: setup-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
