@@ -94,6 +94,26 @@ def _on_decoded_block(fn: Callable[[list[str]], R], path: Path, lineno: int, blo
     return fn(decode_block(path, lineno, block))
 
 
+# A worker's initializer error, raised by its first task: a Pool whose initializer raises replaces
+# the dead worker with a new one forever (a segmenter that cannot load its model hung the stage).
+_INIT_ERROR: list[BaseException] = []
+
+
+def _guarded_init(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    if initializer is None:
+        return
+    try:
+        initializer(*initargs)
+    except BaseException as exc:  # re-raised by the worker's first task
+        _INIT_ERROR.append(exc)
+
+
+def _run_task(fn: Callable[..., R], *task: Any) -> R:
+    if _INIT_ERROR:
+        raise _INIT_ERROR[0]
+    return fn(*task)
+
+
 def _map_ordered(
     fn: Callable[..., R],
     tasks: Iterator[tuple[Any, ...]],
@@ -115,10 +135,10 @@ def _map_ordered(
     # first full collection, ~1M pairs into a preprocess run, copied ~9 MB at once).
     gc.freeze()
     try:
-        with ctx.Pool(workers, initializer=initializer, initargs=initargs) as pool:
+        with ctx.Pool(workers, initializer=_guarded_init, initargs=(initializer, initargs)) as pool:
             pending: collections.deque = collections.deque()
             for task in tasks:
-                pending.append(pool.apply_async(fn, task))
+                pending.append(pool.apply_async(_run_task, (fn, *task)))
                 if len(pending) >= 2 * workers:
                     yield pending.popleft().get()
             while pending:
