@@ -9,17 +9,7 @@ Recipe use (the corpora of fairseq's ``prepare-wmt14en2fr.sh`` / ``prepare-wmt14
 
     python -m pipeline_lib download --recipe wmt14-en-fr --out-dir work/wmt14_en_fr
 
-downloads the archives into ``{out}/orig``, verifies each against the sha256 and size pinned in
-:mod:`pipeline_lib.data.recipes`, extracts them, concatenates the training corpora into
-``{out}/raw/train.{en,fr}`` and fetches the official test (and, for En-De, dev) sets from sacrebleu's
-table, verified by sacrebleu's md5, into ``{out}/raw/test.*`` / ``{out}/raw/valid.*``. En-Fr has no
-dev set in the recipe: ``preprocess --valid-every 1333`` carves it from train as fairseq does.
-``{out}/orig/manifest.json`` records every file's URL, size, sha256 (and md5 for sacrebleu's).
-
-``--recipe iwslt14-de-en`` follows fairseq's ``prepare-iwslt14.sh``: the TED archive's
-``train.tags`` files (metadata lines dropped) become ``raw/train.*`` and its five XML dev/test files,
-concatenated in the script's order, ``raw/test.*``; the config carves valid from train
-(``valid_every: 23``) and lowercases (``lowercase: true``), as the script does.
+(what a recipe downloads, verifies and writes: :mod:`pipeline_lib.data.fetch_corpora`)
 
 Monolingual use (News Crawl for back-translation)::
 
