@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from pipeline_lib.atomic import write_json
 from pipeline_lib.cli import main as cli_main
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import translate
@@ -66,8 +67,7 @@ def main() -> None:
     }  # fmt: skip
     print(json.dumps(summary))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, summary, ensure_ascii=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline_lib.atomic import write_json
 from pipeline_lib.checkpoint import save_checkpoint
 from pipeline_lib.cli import main as cli_main
 from pipeline_lib.data.vocab import Vocabulary
@@ -122,8 +123,7 @@ def main() -> None:
         "batch_size": args.batch_size, "threads": args.threads, "checkpoint": str(args.checkpoint),
         "rows": [{"decoder": n, "seconds": s, "sentences_per_s": len(lines) / s} for n, s in rows],
     }  # fmt: skip
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_json(args.json, result, ensure_ascii=True)
 
 
 if __name__ == "__main__":
