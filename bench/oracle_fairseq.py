@@ -26,6 +26,7 @@ from pipeline_lib.atomic import write_json
 from pipeline_lib.cli import main as cli_main
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import translate
+from pipeline_lib.export.fairseq import generate_hypotheses
 from pipeline_lib.export.plain import load_export_source
 
 PEER = Path(os.environ.get("DEEPNMT_BENCH_CACHE", Path.home() / ".cache/deepnmt-bench")) / "venvs/fairseq"
@@ -72,11 +73,7 @@ def main() -> None:
             "--max-len-a", "0", "--max-len-b", str(args.max_len), "--min-len", "1", "--batch-size", "32",
             "--required-batch-size-multiple", "1", "--cpu", "--seed", "1",
         )  # fmt: skip
-    theirs: dict[int, tuple[float, str]] = {}
-    for line in log.splitlines():
-        if line.startswith("H-"):
-            head, score, text = (line.split("\t") + [""])[:3]
-            theirs[int(head[2:])] = (float(score), text)
+    theirs = generate_hypotheses(log)
     lines = [line.split() for line in Path(args.src).read_text(encoding="utf-8").splitlines()]
     cfg = SearchConfig(beam=args.beam, lenpen=args.lenpen, max_len_b=args.max_len, min_len=1)
     ours = translate(source.model, [source.vocab.encode(line) for line in lines], cfg, progress=False)

@@ -24,7 +24,7 @@ from pipeline_lib.cli import main as cli_main
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.decode.search import BOS, SearchConfig
 from pipeline_lib.decode.translator import collate_sources, translate
-from pipeline_lib.export.fairseq import fairseq_ids
+from pipeline_lib.export.fairseq import fairseq_ids, generate_hypotheses
 
 CACHE = Path(os.environ.get("DEEPNMT_BENCH_CACHE", Path.home() / ".cache" / "deepnmt-bench"))
 PEER = CACHE / "venvs" / "fairseq"
@@ -109,11 +109,7 @@ def test_fairseq_generate_gives_our_hypotheses(exported, tmp_path, lenpen):
         "--max-len-a", "0", "--max-len-b", str(MAX_LEN_B), "--min-len", "1", "--batch-size", "32",
         "--required-batch-size-multiple", "1", "--cpu", "--seed", "1",
     )  # fmt: skip
-    theirs: dict[int, tuple[float, str]] = {}
-    for line in log.splitlines():
-        if line.startswith("H-"):
-            head, score, text = (line.split("\t") + [""])[:3]
-            theirs[int(head[2:])] = (float(score), text)
+    theirs = generate_hypotheses(log)
     cfg = SearchConfig(beam=4, lenpen=lenpen, max_len_b=MAX_LEN_B, min_len=1)
     ours = translate(model, sources, cfg, progress=False)
     vocab = Vocabulary(TOKENS)

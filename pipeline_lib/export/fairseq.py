@@ -154,3 +154,14 @@ def copy_subword_model(source: ExportSource, out: Path) -> list[Path]:
     name = "bpe.codes" if source.subword == "bpe" else source.subword_model.name
     copy_file(source.subword_model, out / name)
     return [out / name]
+
+
+def generate_hypotheses(log: str) -> dict[int, tuple[float, str]]:
+    """fairseq-generate's ``H-<id>\\t<score>\\t<text>`` lines: sentence id -> (score, text); the
+    checks of an export against fairseq read them (an empty hypothesis has no text field)."""
+    hypotheses: dict[int, tuple[float, str]] = {}
+    for line in log.splitlines():
+        if line.startswith("H-"):
+            head, score, text = (line.split("\t") + [""])[:3]
+            hypotheses[int(head[2:])] = (float(score), text)
+    return hypotheses
