@@ -60,6 +60,8 @@ import numpy as np
 import psutil
 import torch
 
+from pipeline_lib.atomic import write_json
+
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(__file__).resolve().parent / "peers"
 sys.path.insert(0, str(PEERS))
@@ -656,6 +658,10 @@ def parse_args() -> argparse.Namespace:
         default=["fixed", "natural"],
         help="decoding: beam search at a fixed or natural length, or back-translation's sampling (fairseq, ours)",
     )
+    p.add_argument("--no-decode", action="store_true", help="training only (no decoding modes)")
+    p.add_argument(
+        "--beam", type=int, default=BEAM, help=f"beam size of the beam-search modes (default {BEAM})"
+    )
     p.add_argument(
         "--bt-sentences",
         type=float,
@@ -703,6 +709,10 @@ def parse_args() -> argparse.Namespace:
     args.updates = args.updates or (10 if args.quick else 40)
     args.warmup = args.warmup if args.warmup is not None else (3 if args.quick else 5)
     args.decode_sentences = args.decode_sentences or (200 if args.quick else 500)
+    if args.no_decode:
+        args.modes = []
+    if args.beam < 1:
+        p.error("--beam must be >= 1")
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
     if args.warmup < 1:
@@ -749,7 +759,7 @@ def main() -> None:
     s_common = dict(
         raw=raw, updates=total_updates, max_tokens=args.max_tokens, threads=args.threads,
         max_src_len=max(corpus["test"]["src_lengths"]), shape=args.shape, device=args.device,
-        precision=args.precision, decode_batch=args.decode_batch,
+        precision=args.precision, decode_batch=args.decode_batch, beam=args.beam,
     )  # fmt: skip
     names = list(dict.fromkeys(args.toolkits))  # in the order given: alternate it to expose drift in the load
     setups = {name: Setup(work=work_root / name, **s_common) for name in names}
@@ -818,7 +828,7 @@ def main() -> None:
             "precision": args.precision,
             "decode_batch": args.decode_batch,
             "no_cudnn_attention": args.no_cudnn_attention,
-            "beam": BEAM,
+            "beam": args.beam,
             "sampling_modes": {m: k for m, k in SAMPLING_MODES.items() if m in args.modes},
             "bt_sentences": args.bt_sentences,
             "fixed_len": FIXED_LEN,
@@ -832,9 +842,7 @@ def main() -> None:
         "matmul_peak_gflops": {"start": peaks[0], "end": peaks[1], "used": peak},
         "toolkits": {r.toolkit: asdict(r) for r in results},
     }
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    write_json(out, report)
     print(f"wrote {out}")
     if args.work_dir is None:
         shutil.rmtree(work_root, ignore_errors=True)

@@ -30,27 +30,36 @@ import tempfile
 import time
 from pathlib import Path
 
+import compare
 import numpy as np
 import torch
 
+from pipeline_lib.atomic import write_json
 from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.indexed import split_prefix, write_dataset
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.memory_estimate import Shape as MemoryShape
+from pipeline_lib.model.memory_estimate import estimate_training_memory
 from pipeline_lib.train.config import TrainConfig
 from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.trainer import Context, Trainer
 
 
-def synthetic(bin_dir: Path, vocab: int, pairs: int, seed: int) -> None:
+def synthetic(
+    bin_dir: Path, vocab: int, pairs: int, seed: int, lengths: tuple[int, int] = (10, 40)
+) -> tuple[list[int], list[int]]:
+    """Write the splits; the train split's (source, target) lengths."""
     rng = np.random.default_rng(seed)
+    train: tuple[list[int], list[int]] = ([], [])
     for split, n in (("train", pairs), ("valid", 16)):
         # Target lengths follow the source's (+-2), as in real parallel data, so padding stays realistic.
-        src_len = rng.integers(10, 41, size=n)
+        src_len = rng.integers(lengths[0], lengths[1] + 1, size=n)
         tgt_len = np.clip(src_len + rng.integers(-2, 3, size=n), 1, None)
-        for lang, lengths in (("src", src_len), ("tgt", tgt_len)):
-            write_dataset(
-                split_prefix(bin_dir, split, lang), (rng.integers(4, vocab, size=k) for k in lengths)
-            )
+        for lang, lens in (("src", src_len), ("tgt", tgt_len)):
+            write_dataset(split_prefix(bin_dir, split, lang), (rng.integers(4, vocab, size=k) for k in lens))
+        if split == "train":
+            train = (src_len.tolist(), tgt_len.tolist())
+    return train
 
 
 def parse_args() -> argparse.Namespace:
@@ -73,7 +82,15 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--deferred-stats", action="store_true", help="train --deferred-stats (with --loop)")
     p.add_argument("--compile", action="store_true", help="train --compile")
     p.add_argument("--pad-to-multiple", type=int, default=1)
-    return p.parse_args()
+    p.add_argument("--checkpoint-activations", action="store_true", help="train --checkpoint-activations")
+    p.add_argument(
+        "--lengths", type=int, nargs=2, default=(10, 40), metavar=("MIN", "MAX"), help="source length range"
+    )
+    p.add_argument("--json", type=Path, default=None, help="--loop: write the measurement here")
+    args = p.parse_args()
+    if args.json and not args.loop:
+        p.error("--json needs --loop")
+    return args
 
 
 def sync(device: torch.device) -> None:
@@ -89,12 +106,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bin_dir = Path(tmp) / "bin"
         pairs = max(4000, (args.warmup + args.updates + 3) * args.max_tokens // 20)
-        synthetic(bin_dir, args.vocab, pairs=pairs, seed=0)
+        lengths = synthetic(bin_dir, args.vocab, pairs=pairs, seed=0, lengths=tuple(args.lengths))
         cfg = TrainConfig(
             data=str(bin_dir), source_lang="src", target_lang="tgt", save_dir=str(Path(tmp) / "ckpt"),
             max_tokens=args.max_tokens, max_update=args.warmup + args.updates, warmup_updates=4000,
             amp=args.amp, device=args.device, compile=args.compile, pad_to_multiple=args.pad_to_multiple,
             deferred_stats=args.deferred_stats, log_interval=1, progress="none", optimizer="adam",
+            checkpoint_activations=args.checkpoint_activations,
+            # Admin's ω from its closed form: the profile run changes ω's values, not the cost of an update
+            admin_closed_form=args.residual == "admin",
         )  # fmt: skip
         model_cfg = ModelConfig(
             args.vocab, args.vocab, args.encoder_layers, args.decoder_layers, d_model=args.d_model,
@@ -104,7 +124,12 @@ def main() -> None:
         trainer = Trainer(cfg, model_cfg, Context(args.vocab, None), env)
         device = trainer.device
         if args.loop:
-            print(loop_summary(trainer, args, model_cfg))
+            started = time.perf_counter()
+            trainer.run()
+            result = loop_result(trainer, args, model_cfg, lengths, time.perf_counter() - started)
+            print(result["summary"])
+            if args.json:
+                write_json(args.json, result)
             return
         train, _ = trainer._load_data()
         plan = train.batches(cfg.seed, 1, shuffle=True)
@@ -144,20 +169,64 @@ def main() -> None:
     )
 
 
-def loop_summary(trainer: Trainer, args: argparse.Namespace, model_cfg: ModelConfig) -> str:
-    """Run the real training loop; the per-update rates of its log after the warm-up updates."""
-    trainer.run()
+def loop_result(
+    trainer: Trainer, args: argparse.Namespace, model_cfg: ModelConfig, lengths: tuple, wall_s: float
+) -> dict:
+    """The run's log after the warm-up updates: per-update and aggregate rates, peak memory, and (on a
+    GPU) MFU against this card's matmul peak and the peak memory against the plan's estimate."""
     log = Path(trainer.cfg.save_dir) / "train_log.jsonl"
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    rates = [r["tokens_per_s"] for r in records if r.get("kind") == "train" and r["update"] > args.warmup]
-    levers = [f for f in ("deferred_stats", "compile") if getattr(args, f)]
-    memory = max(r["memory_mb"] for r in records if r.get("kind") == "train")
-    return (
-        f"train loop {model_cfg.describe()} max_tokens={args.max_tokens} amp={args.amp} {args.device} "
-        f"pad_to_multiple={args.pad_to_multiple} levers={'+'.join(levers) or 'none'}: median "
-        f"{statistics.median(rates):,.0f} target tok/s over {len(rates)} updates "
-        f"(min {min(rates):,.0f}, max {max(rates):,.0f}); peak memory {memory:,.0f} MiB"
+    train = [r for r in records if r.get("kind") == "train"]
+    timed = [r for r in train if r["update"] > args.warmup]
+    last_warmup = [r for r in train if r["update"] == args.warmup][0]
+    rates = [r["tokens_per_s"] for r in timed]
+    # the whole timed stretch: robust to how one update's time falls between two log lines
+    aggregate = sum(r["tokens_per_update"] for r in timed) / (timed[-1]["time"] - last_warmup["time"])
+    levers = [f for f in ("deferred_stats", "compile", "checkpoint_activations") if getattr(args, f)]
+    memory = max(r["memory_mb"] for r in train)
+    result: dict = {
+        "model": model_cfg.describe(), "residual": args.residual, "amp": args.amp, "device": args.device,
+        "max_tokens": args.max_tokens, "lengths": list(args.lengths), "vocab": args.vocab,
+        "pad_to_multiple": args.pad_to_multiple, "levers": levers, "warmup_updates": args.warmup,
+        "timed_updates": len(timed), "tokens_per_s_median": statistics.median(rates),
+        "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates), "tokens_per_s_aggregate": aggregate,
+        "target_tokens_per_update": statistics.mean(r["tokens_per_update"] for r in timed),
+        "peak_memory_mib": memory, "memory_kind": train[-1]["memory_kind"], "wall_s": wall_s,
+        "warmup_s": last_warmup["time"] - (train[0]["time"] - 1 / train[0]["updates_per_s"]),
+    }  # fmt: skip
+    shape = compare.Shape(
+        model_cfg.encoder_layers,
+        model_cfg.decoder_layers,
+        model_cfg.d_model,
+        model_cfg.ffn_dim,
+        model_cfg.heads,
     )
+    flops = compare.train_flops_per_target_token(lengths[0], lengths[1], args.vocab, shape)
+    result["flops_per_target_token"] = flops["flops_per_target_token"]
+    if args.device == "cuda":
+        precision = {"none": "fp32"}.get(args.amp, args.amp)
+        peak = compare.matmul_peak(args.threads, "cuda", precision)
+        result["matmul_peak_gflops"] = peak
+        result["gflops"] = aggregate * flops["flops_per_target_token"] / 1e9
+        result["mfu_vs_matmul_peak"] = result["gflops"] / peak
+        result["gpu"] = torch.cuda.get_device_name()
+        result["torch"] = torch.__version__
+    estimate = estimate_training_memory(
+        MemoryShape(shape.encoder_layers, shape.decoder_layers, shape.d_model, shape.ffn, shape.heads, args.vocab),
+        args.max_tokens, bytes_per_value=2 if args.amp != "none" else 4,
+        checkpointing=args.checkpoint_activations,
+    )  # fmt: skip
+    result["plan_estimate_gb"] = estimate.total_gb
+    result["measured_vs_estimate"] = memory * 2**20 / 1e9 / estimate.total_gb
+    result["summary"] = (
+        f"train loop {model_cfg.describe()} {args.residual} max_tokens={args.max_tokens} amp={args.amp} "
+        f"{args.device} pad_to_multiple={args.pad_to_multiple} levers={'+'.join(levers) or 'none'}: median "
+        f"{result['tokens_per_s_median']:,.0f} target tok/s over {len(rates)} updates (aggregate "
+        f"{aggregate:,.0f}; min {min(rates):,.0f}, max {max(rates):,.0f}); peak memory {memory:,.0f} MiB "
+        f"(plan estimate {estimate.total_gb:.2f} GB); warm-up {result['warmup_s']:.1f}s"
+        + (f"; MFU {result['mfu_vs_matmul_peak']:.1%} of the matmul peak" if "gflops" in result else "")
+    )
+    return result
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ class Setup:
     device: str = "cpu"  # "cuda": fairseq and ours only
     precision: str = "fp32"  # "bf16": each toolkit's own bf16 mode (GPU)
     decode_batch: int = DECODE_BATCH
+    beam: int = BEAM
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def _float(pattern: str, text: str) -> float | None:
 
 
 def _sampling(args: list[str], mode: str) -> list[str]:
-    """fairseq's and our sampling flags (the same names): one sample per sentence instead of beam BEAM."""
+    """fairseq's and our sampling flags (the same names): one sample per sentence instead of the beam."""
     if mode not in SAMPLING_MODES:
         return args
     args = list(args)
@@ -162,7 +163,7 @@ class Fairseq(Toolkit):
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             str(s.work / "bin"), "--path", str(s.work / "ckpt" / "checkpoint_last.pt"), "--gen-subset", "test",
-            "--beam", str(BEAM), "--nbest", "1", "--batch-size", str(s.decode_batch), "--lenpen", "1",
+            "--beam", str(s.beam), "--nbest", "1", "--batch-size", str(s.decode_batch), "--lenpen", "1",
             # without it fairseq-generate silently drops the longest sentences (REFERENCE.md)
             "--required-batch-size-multiple", "1", "--num-workers", "0", "--seed", "1", *self._runtime(s),
         ]  # fmt: skip
@@ -265,7 +266,7 @@ model_dtype: fp32
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             "-model", str(s.work / f"model_step_{s.updates}.pt"), "-src", str(s.raw / "test.src"),
-            "-output", str(out), "-beam_size", str(BEAM), "-n_best", "1", "-batch_size", str(s.decode_batch),
+            "-output", str(out), "-beam_size", str(s.beam), "-n_best", "1", "-batch_size", str(s.decode_batch),
             "-batch_type", "sents", "-report_time", "-seed", "1",
         ]  # fmt: skip
         return Command("onmt.bin.translate", args + self.decode_length_options(mode, s).split())
@@ -325,7 +326,7 @@ class Sockeye(Toolkit):
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             "--models", str(s.work / "model"), "--input", str(s.raw / "test.src"), "--output", str(out),
-            "--use-cpu", "--beam-size", str(BEAM), "--batch-size", str(s.decode_batch), "--seed", "1",
+            "--use-cpu", "--beam-size", str(s.beam), "--batch-size", str(s.decode_batch), "--seed", "1",
             "--length-penalty-alpha", "1.0", "--length-penalty-beta", "0.0",
         ]  # fmt: skip
         if mode == "fixed":
@@ -400,7 +401,7 @@ class DeepNMT(Toolkit):
     def decode(self, s: Setup, mode: str, out: Path) -> Command:
         args = [
             "translate", "--checkpoint", str(s.work / "ckpt" / "checkpoint_last.pt"), "--split", "test",
-            "--output", str(out), "--beam", str(BEAM), "--lenpen", "1", "--batch-size", str(s.decode_batch),
+            "--output", str(out), "--beam", str(s.beam), "--lenpen", "1", "--batch-size", str(s.decode_batch),
             "--max-tokens", "0", "--device", s.device, "--workers", str(s.threads), "--no-progress",
             # translate has one 16-bit mode, bf16 autocast: used for --precision fp16 as well
             "--remove-bpe", "none", "--detok", "none", *(["--bf16"] if s.precision != "fp32" else []),

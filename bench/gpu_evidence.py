@@ -1,0 +1,267 @@
+"""Issue 45's GPU measurements in one run, each step a subprocess with its own time limit.
+
+    python bench/gpu_evidence.py --out bench/results [--deadline 560] [--steps NAME ...]
+    .venv/bin/python bench/gpu_evidence.py --cpu-smoke --out /tmp/ev   # every step, tiny, on the CPU
+
+Steps, in priority order (a GPU lease is short: what matters most runs first, and a step that cannot
+finish before ``--deadline`` is recorded as skipped, not started):
+
+1. ``cuda_tests``: ``pytest tests/test_cuda.py`` (bf16/fp16 AMP, GPU decoding = CPU, NCCL, torchrun,
+   deferred statistics and compile against eager).
+2. Transformer-base 6L-6L, bf16, 16k target tokens per update, the trainer's own loop
+   (``bench/train_throughput.py --loop``): plain, ``--deferred-stats``, ``--compile --pad-to-multiple 8``.
+3. 60L-12L Admin (ω from the closed form), base width, bf16, 3,584 target tokens per update, sentences of
+   20-44 tokens (mean 32, what the plan's estimate assumes): with and without ``--checkpoint-activations``;
+   peak ``max_memory_allocated`` against ``pipeline_lib.model.memory_estimate``.
+4. fairseq side by side (``bench/compare.py``), base 6L-6L: fp16 for both (fairseq 0.12's ``--bf16``
+   means TPU), cuDNN attention off for both (as our trainer does by itself).
+5. Beam-10 decoding of 2,000 sentences, 60L-12L, outputs of exactly 30 tokens, fairseq side by side
+   (2 training updates: the weights are near-random, as the issue allows).
+6. Transformer-big 6L-6L (d=1024, 16 heads, FFN 4096): the three bf16 runs of step 2, then fairseq side
+   by side in fp16.
+
+Everything lands in one JSON (``gpu-<card>-evidence.json`` under ``--out``), rewritten after every step so
+that a run cut short keeps what it measured; ``--previous`` merges the steps an earlier, cut-short run
+finished. MFU is given against the matmul peak measured in the same run and against the card's datasheet
+dense bf16 peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from pipeline_lib.atomic import write_json  # noqa: E402
+
+# Datasheet dense (no sparsity) bf16 tensor-core peaks, TFLOP/s (NVIDIA's H100/H200 product briefs).
+DENSE_BF16_TFLOPS = {"H200": 989.4, "H100 80GB HBM3": 989.4, "H100 PCIe": 756.0, "H100 NVL": 835.0}
+
+BASE = ["--d-model", "512", "--ffn", "2048", "--heads", "8"]
+BIG = ["--d-model", "1024", "--ffn", "4096", "--heads", "16"]
+LOOP = ["--device", "cuda", "--amp", "bf16", "--vocab", "32000", "--loop", "--threads", "4"]
+COMPARE = ["--toolkits", "fairseq", "deepnmt", "--device", "cuda", "--precision", "fp16", "--words", "32000",
+           "--threads", "8", "--no-cudnn-attention", "--timeout", "240"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    argv: list[str]  # after the python executable; {json} is replaced by the step's result file
+    timeout: float  # seconds
+    expected: float  # seconds it usually takes: not started when less than this is left
+
+
+def steps() -> list[Step]:
+    tt, cmp = "bench/train_throughput.py", "bench/compare.py"
+    loop16k = [*LOOP, "--max-tokens", "16384", "--updates", "20", "--warmup", "8", "--json", "{json}"]
+    compiled = ["--compile", "--pad-to-multiple", "8", "--warmup", "12"]
+    deep = [*LOOP, *BASE, "--encoder-layers", "60", "--decoder-layers", "12", "--residual", "admin",
+            "--max-tokens", "3584", "--lengths", "20", "44", "--updates", "15", "--warmup", "5", "--json", "{json}"]  # fmt: skip
+    train_cmp = [
+        "--max-tokens",
+        "16384",
+        "--updates",
+        "20",
+        "--warmup",
+        "8",
+        "--no-decode",
+        "--json",
+        "{json}",
+    ]
+    return [
+        Step(
+            "cuda_tests",
+            ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "tests/test_cuda.py"],
+            240,
+            60,
+        ),
+        Step("base_bf16", [tt, *loop16k, *BASE], 90, 15),
+        Step("base_bf16_deferred", [tt, *loop16k, *BASE, "--deferred-stats"], 90, 15),
+        Step("base_bf16_compile", [tt, *loop16k, *BASE, *compiled], 180, 60),
+        Step("60L12L_admin_bf16", [tt, *deep], 120, 20),
+        Step("60L12L_admin_bf16_ckpt", [tt, *deep, "--checkpoint-activations"], 120, 20),
+        Step("compare_base_fp16", [cmp, *COMPARE, "--preset", "base", *train_cmp], 240, 70),
+        Step(
+            "decode_60L12L_beam10",
+            [
+                cmp,
+                *COMPARE,
+                "--preset",
+                "base",
+                "--encoder-layers",
+                "60",
+                "--decoder-layers",
+                "12",
+                "--max-tokens",
+                "4096",
+                "--updates",
+                "1",
+                "--warmup",
+                "1",
+                "--decode-sentences",
+                "2000",
+                "--beam",
+                "10",
+                "--modes",
+                "fixed",
+                "--json",
+                "{json}",
+            ],
+            300,
+            90,
+        ),  # fmt: skip
+        Step("big_bf16", [tt, *loop16k, *BIG], 90, 15),
+        Step("big_bf16_deferred", [tt, *loop16k, *BIG, "--deferred-stats"], 90, 15),
+        Step("big_bf16_compile", [tt, *loop16k, *BIG, *compiled], 180, 60),
+        Step("compare_big_fp16", [cmp, *COMPARE, "--preset", "big", *train_cmp], 240, 80),
+    ]
+
+
+def cpu_smoke(step: Step) -> Step:
+    """The same step, tiny and on the CPU: checks the plumbing (flags, result files) without a GPU."""
+    argv = ["cpu" if a == "cuda" else a for a in step.argv]
+    swaps = {"--amp": "none", "--precision": "fp32", "--max-tokens": "512", "--updates": "3", "--warmup": "2",
+             "--encoder-layers": "3", "--decoder-layers": "2", "--decode-sentences": "20", "--words": "300",
+             "--vocab": "300", "--d-model": "64", "--ffn": "128", "--heads": "2", "--threads": "2"}  # fmt: skip
+    for i, a in enumerate(argv[:-1]):
+        if a in swaps:
+            argv[i + 1] = swaps[a]
+    argv = [a for a in argv if a != "--no-cudnn-attention"]
+    if "--preset" in argv:
+        argv[argv.index("--preset") + 1] = "small"
+    return Step(step.name, argv, step.timeout, 0)
+
+
+def card_name() -> str:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def datasheet_peak(card: str) -> float | None:
+    for name, tflops in DENSE_BF16_TFLOPS.items():
+        if name in card:
+            return tflops * 1e3
+    return None
+
+
+def pytest_counts(output: str) -> dict:
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", output)}
+    return counts
+
+
+def run_step(step: Step, work: Path, log, remaining: float) -> dict:  # noqa: ANN001
+    result_file = work / f"{step.name}.json"
+    result_file.unlink(missing_ok=True)
+    argv = [sys.executable, *[a.replace("{json}", str(result_file)) for a in step.argv]]
+    timeout = max(1.0, min(step.timeout, remaining))
+    record: dict = {"argv": " ".join(["python", *argv[1:]]), "timeout_s": timeout}
+    log.write(f"\n===== {step.name}: {record['argv']}\n")
+    log.flush()
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+        )
+        output, rc = proc.stdout, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        output = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc = None
+    record["wall_s"] = time.perf_counter() - started
+    log.write(output)
+    log.flush()
+    record["rc"] = rc
+    record["status"] = "timeout" if rc is None else ("ok" if rc == 0 else "failed")
+    record["output_tail"] = output[-1500:]
+    if result_file.is_file():
+        record["result"] = json.loads(result_file.read_text())
+    if step.name == "cuda_tests":
+        record["result"] = pytest_counts(output.splitlines()[-1] if output.strip() else "")
+    return record
+
+
+def summary(report: dict) -> str:
+    """A markdown table of the training steps; the compare steps print their own tables in the log."""
+    peak = report.get("datasheet_dense_bf16_gflops")
+    lines = ["| step | model | tok/s (aggregate) | MFU vs matmul | MFU vs datasheet | peak MiB | plan GB |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for name, rec in report["steps"].items():
+        r = rec.get("result") or {}
+        if "tokens_per_s_aggregate" not in r:
+            continue
+        vs_sheet = f"{r['gflops'] / peak:.1%}" if peak and "gflops" in r else "-"
+        vs_mm = f"{r['mfu_vs_matmul_peak']:.1%}" if "mfu_vs_matmul_peak" in r else "-"
+        lines.append(
+            f"| {name} | {r['model']} {'+'.join(r['levers']) or 'plain'} | {r['tokens_per_s_aggregate']:,.0f} | "
+            f"{vs_mm} | {vs_sheet} | {r['peak_memory_mib']:,.0f} | {r['plan_estimate_gb']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True, help="folder for the JSON and the log")
+    p.add_argument(
+        "--deadline", type=float, default=560, help="seconds: no step starts that cannot end by then"
+    )
+    p.add_argument("--steps", nargs="+", default=None, help="only these steps (default: all)")
+    p.add_argument(
+        "--previous", type=Path, default=None, help="an earlier run's JSON: keep its finished steps"
+    )
+    p.add_argument("--cpu-smoke", action="store_true", help="every step tiny and on the CPU (plumbing check)")
+    args = p.parse_args()
+    started, t0 = dt.datetime.now(), time.perf_counter()
+    card = card_name()
+    slug = re.sub(r"[^a-z0-9]+", "-", card.lower()).strip("-")
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / f"gpu-{slug}-evidence.json"
+    report: dict = {
+        "date": started.isoformat(timespec="seconds"),
+        "command": " ".join(["python", *sys.argv]),
+        "card": card,
+        "datasheet_dense_bf16_gflops": datasheet_peak(card),
+        "steps": {},
+    }
+    if args.previous:
+        done = json.loads(args.previous.read_text())["steps"]
+        report["steps"].update({k: v for k, v in done.items() if v.get("status") == "ok"})
+    work = Path(tempfile.mkdtemp(prefix="gpu-evidence-"))  # each step's own JSON, folded into the report
+    chosen = [s for s in steps() if args.steps is None or s.name in args.steps]
+    with open(args.out / "gpu-evidence.log", "a", encoding="utf-8") as log:
+        for step in chosen:
+            if step.name in report["steps"]:
+                continue
+            if args.cpu_smoke:
+                step = cpu_smoke(step)
+            remaining = args.deadline - (time.perf_counter() - t0)
+            if remaining < step.expected:
+                report["steps"][step.name] = {"status": "skipped", "why": f"{remaining:.0f}s left"}
+                print(f"[{step.name}] skipped: {remaining:.0f}s left", flush=True)
+                continue
+            rec = run_step(step, work, log, remaining)
+            report["steps"][step.name] = rec
+            print(f"[{step.name}] {rec['status']} in {rec['wall_s']:.0f}s", flush=True)
+            write_json(out, report)
+    report["wall_s"] = time.perf_counter() - t0
+    write_json(out, report)
+    print(summary(report))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
