@@ -3,10 +3,11 @@
 * :mod:`.schema`      validates a config against the JSON schema and fills its defaults;
 * :mod:`.experiments` expands the stability grid into experiments;
 * :mod:`.crossref`    checks the references between config sections;
-* :mod:`.plan`        paths, recipes, priorities, significance sets, report spec and targets;
+* :mod:`.paths`       the path table: every file pattern, read by the rules and by the plan;
+* :mod:`.plan`        recipes, priorities, significance sets, report spec and targets, each path formatted;
 * :mod:`.argv`        the quoted command line of every stage.
 
-The .smk files keep only paths, input functions and rules that call these.
+The .smk files keep only input functions and rules that call these.
 """
 
 from pipeline_lib.workflow.argv import Commands

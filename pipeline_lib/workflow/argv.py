@@ -100,7 +100,7 @@ class Commands:
         return flags(
             [
                 ("recipe", self.plan.datasets[ds]["recipe"]),
-                ("out-dir", f"{self.plan.workdir}/data/{ds}"),
+                ("out-dir", self.plan.paths.of("dataset_dir", ds=ds)),
                 ("manifest-copy", self.plan.raw_marker(ds)[0]),
                 *self._mirror(),
             ]
@@ -112,7 +112,7 @@ class Commands:
         return flags(
             [
                 ("mono-recipe", mono["recipe"]),
-                ("out-dir", f"{self.plan.workdir}/data/{ds}/orig_mono"),
+                ("out-dir", self.plan.paths.of("orig_mono_dir", ds=ds)),
                 ("output", output),
                 ("max-lines", mono.get("max_lines")),
                 *self._mirror(),
@@ -280,7 +280,7 @@ class Commands:
             [
                 ("save-dir", exp_dir),
                 (f"num-{rec.get('average_kind', 'epoch')}-checkpoints", rec.get("average_last", 5)),
-                ("output", f"{exp_dir}/checkpoint_avg.pt"),
+                ("output", self.plan.checkpoint_avg(name)),
                 ("skip-if-diverged", self.plan.status_file(name)),
             ]
         )
@@ -294,13 +294,13 @@ class Commands:
     def translate(self, name: str, split: str, threads: int | None = None) -> str:
         src, tgt = self.plan.exp_langs(name)
         pairs = [
-            ("checkpoint", f"{self.plan.exp_dir(name)}/checkpoint_avg.pt"),
+            ("checkpoint", self.plan.checkpoint_avg(name)),
             ("data-dir", self.plan.eval_bin_dir(name, split)),
             ("split", split),
             ("source-lang", src),
             ("target-lang", tgt),
-            ("output", self.plan.result(name, f"{split}.hyp")),
-            ("output-generate", self.plan.result(name, f"{split}.generate")),
+            ("output", self.plan.hyp_file(name, split)),
+            ("output-generate", self.plan.generate_file(name, split)),
             *self.decoding(self.plan.decoding_of(name)),
             ("device", "auto"),
             ("threads", threads),
@@ -317,7 +317,7 @@ class Commands:
             "bpe": self.plan.bt_shard_files(bt)[shard],
         }
         pairs = [
-            ("checkpoint", f"{self.plan.exp_dir(rev)}/checkpoint_avg.pt"),
+            ("checkpoint", self.plan.checkpoint_avg(rev)),
             ("input", self.plan.bt_mono(bt)),
             ("shard", f"{shard}/{spec['shards']}"),
             ("buffer-lines", spec["buffer_lines"]),
@@ -372,8 +372,8 @@ class Commands:
     def score(self, name: str, split: str) -> str:
         return flags(
             [
-                ("hyp", self.plan.result(name, f"{split}.hyp")),
-                ("output", self.plan.result(name, f"{split}.score.json")),
+                ("hyp", self.plan.hyp_file(name, split)),
+                ("output", self.plan.score_file(name, split)),
                 ("ref", self.plan.reference(name, split)),
                 ("system", name),
                 ("lang", self.plan.exp_langs(name)[1]),
@@ -405,7 +405,7 @@ class Commands:
         )
 
     def analyze(self, out_dir: str | None = None) -> str:
-        out_dir = out_dir or f"{self.plan.results}/analysis"
+        out_dir = out_dir or self.plan.paths.analysis_dir
         systems = self.plan.analysis_systems()
         first = systems[0]
         src, tgt = self.plan.exp_langs(first)

@@ -16,6 +16,7 @@ from pipeline_lib.report.table_registry import instances
 from pipeline_lib.train.config import recipe_defaults, stuck_after
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments, expand_group_names, seed_groups
+from pipeline_lib.workflow.paths import BT_PREFIX, Paths
 from pipeline_lib.workflow.smoke import apply_smoke
 
 
@@ -43,6 +44,7 @@ class Plan:
         self.workdir: str = config["workdir"]
         self.results: str = config["results"]
         self.logs: str = config.get("logs") or f"{self.results}/logs"
+        self.paths = Paths(self.workdir, self.results, self.logs)
         self.datasets: dict[str, dict[str, Any]] = config["datasets"]
         self.backtranslation: dict[str, dict[str, Any]] = config["backtranslation"]
         self.evaluation: dict[str, Any] = config["evaluation"]
@@ -99,7 +101,7 @@ class Plan:
     def data_key(self, name: str) -> str:
         """The binarized data an experiment trains on: its dataset, or the back-translation mix."""
         bt = self.experiments[name].get("backtranslation")
-        return f"bt-{bt}" if bt else self.experiments[name]["dataset"]
+        return f"{BT_PREFIX}{bt}" if bt else self.experiments[name]["dataset"]
 
     def bt_names(self) -> list[str]:
         return [n for n, e in self.experiments.items() if e.get("backtranslation")]
@@ -141,15 +143,16 @@ class Plan:
 
     def base_dataset(self, ds: str) -> str:
         """The real dataset behind ``ds`` (a back-translation mix bt-<name> is built on one)."""
-        return self.backtranslation[ds[3:]]["dataset"] if ds.startswith("bt-") else ds
+        bt = ds.removeprefix(BT_PREFIX)
+        return self.backtranslation[bt]["dataset"] if bt != ds else ds
 
     def dataset_langs(self, ds: str) -> tuple[str, str]:
         d = self.datasets[self.base_dataset(ds)]
         return d["src"], d["tgt"]
 
-    # ------------------------------------------------------------------ paths
+    # ------------------------------------------------------------------ paths (see paths.py)
     def data_dir(self, ds: str, stage: str) -> str:
-        return f"{self.workdir}/data/{ds}/{stage}"
+        return self.paths.of("data_dir", ds=ds, stage=stage)
 
     def raw_dir(self, ds: str) -> str:
         d = self.datasets[ds]
@@ -161,56 +164,65 @@ class Plan:
         or test split), so that editing a test file reruns evaluation only."""
         d = self.datasets[ds]
         if d["source"] in ("demo", "ding"):
-            return [f"{self.data_dir(ds, 'raw')}/splits.json"]
+            return [self.paths.of("raw_splits", ds=ds)]
         if d["source"] == "download":
-            return [f"{self.data_dir(ds, 'raw')}/download.json"]
+            return [self.paths.of("raw_download", ds=ds)]
         return local_files(d, test)
 
     def mono_raw(self, ds: str) -> str | None:
         d = self.datasets[ds]
         if "mono" not in d or (d["source"] == "local" and isinstance(d["mono"], str)):
             return None
-        return f"{self.data_dir(ds, 'raw')}/mono.{d['tgt']}"
+        return self.paths.of("raw_mono", ds=ds, lang=d["tgt"])
 
     def exp_dir(self, name: str) -> str:
-        return f"{self.workdir}/experiments/{name}"
-
-    def result(self, name: str, what: str) -> str:
-        return f"{self.results}/experiments/{name}/{what}"
+        return self.paths.of("exp_dir", exp=name)
 
     def bin_dir(self, name: str) -> str:
         return self.data_dir(self.data_key(name), "bin")
 
     def bin_marker(self, name: str) -> str:
-        return f"{self.bin_dir(name)}/meta.json"
+        return self.paths.of("bin", ds=self.data_key(name))
 
     def eval_bin_dir(self, name: str, split: str) -> str:
         """Where translate reads ``split``: the test split has a directory of its own (bin-test/)."""
         return self.data_dir(self.data_key(name), "bin-test") if split == "test" else self.bin_dir(name)
 
     def eval_bin_marker(self, name: str, split: str) -> str:
-        return f"{self.eval_bin_dir(name, split)}/meta.json"
+        return self.paths.of("bin_test" if split == "test" else "bin", ds=self.data_key(name))
 
     def tok_dir(self, ds: str, split: str) -> str:
         """Tokenized text of ``split``: test is preprocessed apart from the training side (tok-test/)."""
         return self.data_dir(ds, "tok-test" if split == "test" else "tok")
 
+    def tok_marker(self, ds: str, split: str) -> str:
+        return self.paths.of("tok_test" if split == "test" else "tok", ds=ds)
+
     def admin_profile(self, name: str) -> str:
-        return f"{self.exp_dir(name)}/admin_profile.json"
+        return self.paths.of("admin_profile", exp=name)
 
     def status_file(self, name: str) -> str:
         """The run's current status (completed | diverged | preempted), as the trainer writes it."""
-        return f"{self.exp_dir(name)}/status.json"
+        return self.paths.of("status", exp=name)
+
+    def train_log(self, name: str) -> str:
+        return self.paths.of("train_log", exp=name)
 
     def trained_marker(self, name: str) -> str:
         """The train rule's output: written once the run has concluded (never for a preempted one)."""
-        return f"{self.exp_dir(name)}/trained.json"
+        return self.paths.of("trained", exp=name)
 
-    def score_file(self, name: str) -> str:
-        return self.result(name, f"{self.split}.score.json")
+    def checkpoint_avg(self, name: str) -> str:
+        return self.paths.of("checkpoint_avg", exp=name)
 
-    def hyp_file(self, name: str) -> str:
-        return self.result(name, f"{self.split}.hyp")
+    def score_file(self, name: str, split: str | None = None) -> str:
+        return self.paths.of("score", exp=name, split=split or self.split)
+
+    def hyp_file(self, name: str, split: str | None = None) -> str:
+        return self.paths.of("hyp", exp=name, split=split or self.split)
+
+    def generate_file(self, name: str, split: str | None = None) -> str:
+        return self.paths.of("generate", exp=name, split=split or self.split)
 
     def eval_dataset(self, name: str) -> str:
         return self.experiments[name]["dataset"]
@@ -242,7 +254,7 @@ class Plan:
 
     def preprocess_markers(self, ds: str) -> list[str]:
         """Both preprocess outputs of ``ds``: the training side and, when evaluated, the test split."""
-        markers = [f"{self.tok_dir(ds, split)}/meta.json" for split in ("valid", self.split)]
+        markers = [self.tok_marker(ds, split) for split in ("valid", self.split)]
         return list(dict.fromkeys(markers))
 
     def data_markers(self, ds: str) -> list[str]:
@@ -252,30 +264,31 @@ class Plan:
         return self.preprocess_markers(ds) + ([self.bpe_marker(ds)] if after_bpe else [])
 
     def bpe_marker(self, ds: str) -> str:
-        return f"{self.data_dir(ds, 'bpe')}/meta.json"
+        return self.paths.of("bpe", ds=ds)
 
     def bpe_test_marker(self, ds: str) -> str:
         """The segmented test split ``ds`` is evaluated on (a back-translation mix: its base dataset's)."""
-        return f"{self.data_dir(self.base_dataset(ds), 'bpe-test')}/meta.json"
+        return self.paths.of("bpe_test", ds=self.base_dataset(ds))
 
     def ref_marker(self, ds: str, split: str | None = None) -> str:
         """The marker of the stage that writes the <split>.ref.<lang> references with the tokenized text
         (preprocess; apply-bpe for a split it cleans), and records how that text was tokenized."""
         split = split or self.split
-        return f"{self.eval_text_dir(ds, split)}/meta.json"
+        return self.bpe_marker(ds) if self.cleaned_after_bpe(ds, split) else self.tok_marker(ds, split)
 
     def bt_shard_files(self, bt: str, suffix: str = "bpe") -> list[str]:
         """The back-translated shards of ``bt`` in input order (their concatenation is the synthetic side)."""
         n = self.backtranslation[bt]["shards"]
-        return [f"{self.workdir}/backtranslation/{bt}/shard{k}-of-{n}.{suffix}" for k in range(n)]
+        name = {"bpe": "bt_shard_bpe", "txt": "bt_shard_text"}[suffix]
+        return [self.paths.of(name, bt=bt, shard=k, shards=n) for k in range(n)]
 
     def bt_mono(self, bt: str) -> str:
         """Subword-segmented monolingual target text (written by apply_bpe next to its meta.json)."""
         ds = self.backtranslation[bt]["dataset"]
-        return f"{self.data_dir(ds, 'bpe')}/mono.{self.dataset_langs(ds)[1]}"
+        return self.paths.of("bpe_mono", ds=ds, lang=self.dataset_langs(ds)[1])
 
     def significance_file(self, table: str) -> str:
-        return f"{self.results}/significance/{table}.json"
+        return self.paths.of("significance", table=table)
 
     # ------------------------------------------------------------------ tables and report
     def table_experiments(self) -> list[str]:
@@ -329,7 +342,7 @@ class Plan:
             "decoding": {"name": self.decoding_of(name), **self.config["decoding"][self.decoding_of(name)]},
             "score": self.score_file(name),
             "status": self.status_file(name),
-            "train_log": f"{self.exp_dir(name)}/train_log.jsonl",
+            "train_log": self.train_log(name),
         }
 
     def report_spec(self) -> dict[str, Any]:
@@ -346,7 +359,7 @@ class Plan:
             "alpha": self.evaluation["alpha"],
             "translation_floor": self.evaluation["translation_floor"],
             "paper_tolerance": self.evaluation["paper_tolerance"],
-            "tables_path": f"{self.results}/tables.md",
+            "tables_path": self.paths.tables,
             "data": {ds: self.data_markers(ds) for ds in self.report_datasets()},
         }
         if self.stability:
@@ -355,7 +368,7 @@ class Plan:
                     n: {
                         **e["stability"],
                         "status": self.status_file(n),
-                        "train_log": f"{self.exp_dir(n)}/train_log.jsonl",
+                        "train_log": self.train_log(n),
                         "score": self.score_file(n) if self.stability.get("decode") else None,
                     }
                     for n, e in self.stability_runs.items()
@@ -399,11 +412,11 @@ class Plan:
         return [self.score_file(n) for n in self.stability_runs]
 
     def all_targets(self) -> list[str]:
-        targets = [f"{self.results}/tables.md", f"{self.results}/plots/learning_curves.png"]
+        targets = [self.paths.tables, self.paths.learning_curves]
         targets += [self.score_file(n) for n in self.experiments if n not in self.stability_runs]
         if self.analysis_systems():
-            targets.append(f"{self.results}/analysis/analysis.json")
+            targets.append(self.paths.analysis)
         if self.stability:
             targets += self.stability_scores()
-            targets.append(f"{self.results}/plots/stability_map.png")
+            targets.append(self.paths.stability_plot)
         return targets

@@ -4,11 +4,11 @@
 
 rule average:
     input:
-        trained=f"{W}/experiments/{{exp}}/trained.json",
+        trained=P.trained,
     output:
-        f"{W}/experiments/{{exp}}/checkpoint_avg.pt",
+        P.checkpoint_avg,
     log:
-        f"{L}/average/{{exp}}.log",
+        P.log("average"),
     conda:
         CONDA_ENV
     threads: 1

@@ -8,10 +8,10 @@ rule translate_backtranslation:
     input:
         unpack(bt_translate_inputs),
     output:
-        bpe=f"{W}/backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.bpe",
-        text=f"{W}/backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.txt",
+        bpe=P.bt_shard_bpe,
+        text=P.bt_shard_text,
     log:
-        f"{L}/translate_backtranslation/{{bt}}/shard{{shard}}-of-{{shards}}.log",
+        P.log("translate_backtranslation"),
     wildcard_constraints:
         bt=regex(list(PLAN.backtranslation)),
         shard=r"\d+",
@@ -38,9 +38,9 @@ rule bt_mix:
         real=lambda wc: PLAN.bpe_marker(PLAN.backtranslation[wc.bt]["dataset"]),
         synthetic=lambda wc: PLAN.bt_shard_files(wc.bt),
     output:
-        f"{W}/data/bt-{{bt}}/bpe/meta.json",
+        P.bt_mix,
     log:
-        f"{L}/bt_mix/{{bt}}.log",
+        P.log("bt_mix"),
     conda:
         CONDA_ENV
     threads: 1

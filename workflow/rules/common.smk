@@ -19,9 +19,8 @@ except ConfigError as exc:
     # One clear line: a WorkflowError would add a traceback line pointing here.
     sys.exit(f"error: {with_location(exc, workflow.configfiles)}")
 CMD = Commands(PLAN)
-W = PLAN.workdir
-R = PLAN.results
-L = PLAN.logs
+# the path table (pipeline_lib/workflow/paths.py) as patterns: P.trained, P.log("train"), ...
+P = PLAN.paths
 
 
 def res_fn(rule, key, default=None):
@@ -66,7 +65,7 @@ def bt_translate_inputs(wildcards):
     spec = PLAN.backtranslation[wildcards.bt]
     rev = spec["reverse_model"]
     return {
-        "checkpoint": f"{PLAN.exp_dir(rev)}/checkpoint_avg.pt",
+        "checkpoint": PLAN.checkpoint_avg(rev),
         "trained": PLAN.trained_marker(rev),
         "bpe": PLAN.bpe_marker(spec["dataset"]),
     }

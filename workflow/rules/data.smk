@@ -3,9 +3,9 @@
 
 rule prepare_demo:
     output:
-        f"{W}/data/{{ds}}/raw/splits.json",
+        P.raw_splits,
     log:
-        f"{L}/prepare_demo/{{ds}}.log",
+        P.log("prepare_demo"),
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("demo")),
     conda:
@@ -22,9 +22,9 @@ rule prepare_demo:
 
 rule prepare_ding:
     output:
-        f"{W}/data/{{ds}}/raw/splits.json",
+        P.raw_splits,
     log:
-        f"{L}/prepare_ding/{{ds}}.log",
+        P.log("prepare_ding"),
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("ding")),
     conda:
@@ -41,9 +41,9 @@ rule prepare_ding:
 
 rule download:
     output:
-        f"{W}/data/{{ds}}/raw/download.json",
+        P.raw_download,
     log:
-        f"{L}/download/{{ds}}.log",
+        P.log("download"),
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("download")),
     conda:
@@ -63,9 +63,9 @@ rule monolingual:
         text=lambda wc: PLAN.datasets[wc.ds]["mono"],
         raw=lambda wc: PLAN.raw_marker(wc.ds),
     output:
-        f"{W}/data/{{ds}}/raw/mono.{{lang}}",
+        P.raw_mono,
     log:
-        f"{L}/monolingual/{{ds}}.{{lang}}.log",
+        P.log("monolingual"),
     wildcard_constraints:
         ds=regex(PLAN.mono_dataset_names("copy")),
     conda:
@@ -80,9 +80,9 @@ rule monolingual:
 
 rule download_mono:
     output:
-        f"{W}/data/{{ds}}/raw/mono.{{lang}}",
+        P.raw_mono,
     log:
-        f"{L}/download_mono/{{ds}}.{{lang}}.log",
+        P.log("download_mono"),
     wildcard_constraints:
         ds=regex(PLAN.mono_dataset_names("download")),
     conda:
@@ -105,9 +105,9 @@ rule preprocess:
     input:
         unpack(preprocess_inputs),
     output:
-        f"{W}/data/{{ds}}/tok/meta.json",
+        P.tok,
     log:
-        f"{L}/preprocess/{{ds}}.log",
+        P.log("preprocess"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -127,9 +127,9 @@ rule preprocess_test:
     input:
         lambda wc: PLAN.raw_marker(wc.ds, test=True),
     output:
-        f"{W}/data/{{ds}}/tok-test/meta.json",
+        P.tok_test,
     log:
-        f"{L}/preprocess_test/{{ds}}.log",
+        P.log("preprocess_test"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:

@@ -4,14 +4,14 @@
 
 rule translate:
     input:
-        checkpoint=f"{W}/experiments/{{exp}}/checkpoint_avg.pt",
-        trained=f"{W}/experiments/{{exp}}/trained.json",
+        checkpoint=P.checkpoint_avg,
+        trained=P.trained,
         data=lambda wc: PLAN.eval_bin_marker(wc.exp, wc.split),
     output:
-        hyp=f"{R}/experiments/{{exp}}/{{split}}.hyp",
-        generate=f"{R}/experiments/{{exp}}/{{split}}.generate",
+        hyp=P.hyp,
+        generate=P.generate,
     log:
-        f"{L}/translate/{{exp}}.{{split}}.log",
+        P.log("translate"),
     wildcard_constraints:
         split="valid|test",
     conda:

@@ -3,17 +3,17 @@
 
 rule score:
     input:
-        hyp=f"{R}/experiments/{{exp}}/{{split}}.hyp",
-        trained=f"{W}/experiments/{{exp}}/trained.json",
+        hyp=P.hyp,
+        trained=P.trained,
         data=lambda wc: PLAN.ref_marker(PLAN.eval_dataset(wc.exp), wc.split),
     output:
         report(
-            f"{R}/experiments/{{exp}}/{{split}}.score.json",
+            P.score,
             category="Scores",
             labels={"experiment": "{exp}", "split": "{split}"},
         ),
     log:
-        f"{L}/score/{{exp}}.{{split}}.log",
+        P.log("score"),
     wildcard_constraints:
         split="valid|test",
     conda:
@@ -32,9 +32,9 @@ rule significance:
     input:
         unpack(significance_inputs),
     output:
-        f"{R}/significance/{{table}}.json",
+        P.significance,
     log:
-        f"{L}/significance/{{table}}.log",
+        P.log("significance"),
     wildcard_constraints:
         table=regex(PLAN.significance),
     conda:
@@ -53,19 +53,19 @@ rule analyze:
     input:
         unpack(analysis_inputs),
     output:
-        json=f"{R}/analysis/analysis.json",
+        json=P.analysis,
         words=report(
-            f"{R}/analysis/word_accuracy.png",
+            P.word_accuracy,
             caption="../report/word_accuracy.rst",
             category="Analysis",
         ),
         lengths=report(
-            f"{R}/analysis/length_bleu.png",
+            P.length_bleu,
             caption="../report/length_bleu.rst",
             category="Analysis",
         ),
     log:
-        f"{L}/analyze/analysis.log",
+        P.log("analyze"),
     conda:
         CONDA_ENV
     threads: 1

@@ -6,9 +6,9 @@ rule profile_admin:
     input:
         lambda wc: PLAN.bin_marker(wc.exp),
     output:
-        f"{W}/experiments/{{exp}}/admin_profile.json",
+        P.admin_profile,
     log:
-        f"{L}/profile_admin/{{exp}}.log",
+        P.log("profile_admin"),
     wildcard_constraints:
         exp=regex(PLAN.profiled_names()),
     priority: train_priority

@@ -8,29 +8,29 @@ CONFIGFILE_FLAGS = configfile_flags(workflow.overwrite_configfiles)
 
 rule report_spec:
     output:
-        f"{R}/report_spec.json",
+        P.report_spec,
     log:
-        f"{L}/report/spec.log",
+        P.log("report_spec"),
     conda:
         CONDA_ENV
     params:
         # a plain string, so that Snakemake's params trigger sees any change of the spec
-        args=CMD.report_spec(f"{R}/report_spec.json") + CONFIGFILE_FLAGS,
+        args=CMD.report_spec(P.report_spec) + CONFIGFILE_FLAGS,
     shell:
         "python -m pipeline_lib report {params.args} > {log:q} 2>&1"
 
 
 rule report:
     input:
-        spec=f"{R}/report_spec.json",
+        spec=P.report_spec,
         scores=[PLAN.score_file(n) for n in PLAN.table_experiments()],
         trained=[PLAN.trained_marker(n) for n in PLAN.table_experiments()],
         significance=[PLAN.significance_file(t) for t in PLAN.significance],
         data=[PLAN.ref_marker(ds) for ds in PLAN.report_datasets()],
     output:
-        report(f"{R}/tables.md", caption="../report/tables.rst", category="Tables"),
+        report(P.tables, caption="../report/tables.rst", category="Tables"),
     log:
-        f"{L}/report/tables.log",
+        P.log("report"),
     conda:
         CONDA_ENV
     threads: 1
@@ -43,16 +43,16 @@ rule report:
 
 rule learning_curves:
     input:
-        spec=f"{R}/report_spec.json",
+        spec=P.report_spec,
         trained=[PLAN.trained_marker(n) for n in PLAN.table_experiments()],
     output:
         report(
-            f"{R}/plots/learning_curves.png",
+            P.learning_curves,
             caption="../report/learning_curves.rst",
             category="Plots",
         ),
     log:
-        f"{L}/report/learning_curves.log",
+        P.log("learning_curves"),
     conda:
         CONDA_ENV
     threads: 1
@@ -65,19 +65,19 @@ rule learning_curves:
 
 rule stability_map:
     input:
-        spec=f"{R}/report_spec.json",
+        spec=P.report_spec,
         trained=[PLAN.trained_marker(n) for n in PLAN.stability_runs],
         # a decoded grid (stability_map.decode) shows each cell's BLEU beside its verdict
         scores=PLAN.stability_scores(),
     output:
         plot=report(
-            f"{R}/plots/stability_map.png",
+            P.stability_plot,
             caption="../report/stability_map.rst",
             category="Plots",
         ),
-        table=f"{R}/stability_map.md",
+        table=P.stability_table,
     log:
-        f"{L}/report/stability_map.log",
+        P.log("stability_map"),
     conda:
         CONDA_ENV
     threads: 1

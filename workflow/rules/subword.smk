@@ -5,11 +5,11 @@
 # subword.sample_lines learns on a sample instead, bounding it by the sample's types.
 rule learn_bpe:
     input:
-        f"{W}/data/{{ds}}/tok/meta.json",
+        P.tok,
     output:
-        f"{W}/data/{{ds}}/subword/subword.json",
+        P.subword,
     log:
-        f"{L}/learn_bpe/{{ds}}.log",
+        P.log("learn_bpe"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -28,12 +28,12 @@ rule learn_bpe:
 # 130 MB on 2 workers (a bounded cache per worker); ~5 min for En-Fr on 16 cores.
 rule apply_bpe:
     input:
-        tok=f"{W}/data/{{ds}}/tok/meta.json",
-        model=f"{W}/data/{{ds}}/subword/subword.json",
+        tok=P.tok,
+        model=P.subword,
     output:
-        f"{W}/data/{{ds}}/bpe/meta.json",
+        P.bpe,
     log:
-        f"{L}/apply_bpe/{{ds}}.log",
+        P.log("apply_bpe"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -51,12 +51,12 @@ rule apply_bpe:
 
 use rule apply_bpe as apply_bpe_test with:
     input:
-        tok=f"{W}/data/{{ds}}/tok-test/meta.json",
-        model=f"{W}/data/{{ds}}/subword/subword.json",
+        tok=P.tok_test,
+        model=P.subword,
     output:
-        f"{W}/data/{{ds}}/bpe-test/meta.json",
+        P.bpe_test,
     log:
-        f"{L}/apply_bpe_test/{{ds}}.log",
+        P.log("apply_bpe_test"),
     threads: 1
     params:
         args=lambda wc: CMD.apply_bpe(wc.ds, test=True),
@@ -65,11 +65,11 @@ use rule apply_bpe as apply_bpe_test with:
 # 115 MB on 2 workers; ~12 min for En-Fr (its main process, which writes, is the bound).
 rule binarize:
     input:
-        f"{W}/data/{{ds}}/bpe/meta.json",
+        P.bpe,
     output:
-        f"{W}/data/{{ds}}/bin/meta.json",
+        P.bin,
     log:
-        f"{L}/binarize/{{ds}}.log",
+        P.log("binarize"),
     conda:
         CONDA_ENV
     threads: config["threads"]["data"]
@@ -87,11 +87,11 @@ rule binarize:
 rule binarize_test:
     input:
         text=lambda wc: PLAN.bpe_test_marker(wc.ds),
-        vocab=f"{W}/data/{{ds}}/bin/meta.json",
+        vocab=P.bin,
     output:
-        f"{W}/data/{{ds}}/bin-test/meta.json",
+        P.bin_test,
     log:
-        f"{L}/binarize_test/{{ds}}.log",
+        P.log("binarize_test"),
     conda:
         CONDA_ENV
     threads: 1

@@ -12,9 +12,9 @@ rule train:
     input:
         unpack(train_inputs),
     output:
-        f"{W}/experiments/{{exp}}/trained.json",
+        P.trained,
     log:
-        f"{L}/train/{{exp}}.log",
+        P.log("train"),
     wildcard_constraints:
         exp=regex(PLAN.plain_names()),
     priority: train_priority
@@ -46,7 +46,7 @@ rule train:
 
 use rule train as train_backtranslation with:
     log:
-        f"{L}/train_backtranslation/{{exp}}.log",
+        P.log("train_backtranslation"),
     wildcard_constraints:
         exp=regex(PLAN.bt_names()),
     conda:
