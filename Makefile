@@ -43,7 +43,7 @@ test-fast: setup-dev
 # fairseq as the oracle of exported models (forward pass, fairseq-generate): needs the peer venv that
 # bench/peers/install.sh fairseq builds (~3 min); skipped when it is absent.
 test-peers: setup-dev
-	. $(BIN)/activate && DEEPNMT_TEST_PEERS=1 python -m pytest -q -ra -n 0 tests/test_export_fairseq_peer.py $(PYTEST_ARGS)
+	. $(BIN)/activate && DEEPNMT_TEST_PEERS=1 python -m pytest -q -ra -n 0 tests/export/test_fairseq_peer.py $(PYTEST_ARGS)
 
 # Mutation score of the core modules (tools/mutate.py, mutmut; docs/mutation.md). Not part of
 # `make test`. MODULE=metrics runs one module; each run resumes from mutants/. One torch thread per

@@ -3,7 +3,7 @@
 Every writer in the package goes through this module, with one temporary name: ``.<name>.tmp<pid>``
 beside the target, renamed onto it on success and removed on failure. A writer killed mid-write
 leaves that name behind, and :func:`remove_stale_temp_files` knows it. This is the only module that
-renames files (tests/test_atomic.py keeps it so).
+renames files (tests/core/test_atomic.py keeps it so).
 
 Files are created with ``open`` and so respect the umask (``mkstemp`` would make them 0600,
 unreadable for colleagues on a shared filesystem).

@@ -9,7 +9,7 @@ A checkpoint is a ``torch.save`` dict (readable with ``torch.load(weights_only=T
 ``status`` ("ok"), and ``checksum``: a CRC32 over every tensor's bytes.
 
 No RNG state: training draws every random number from (seed, update, rank, micro-batch) and
-(seed, epoch), so a restored state would change nothing (tests/test_train_resume_rng.py). Older
+(seed, epoch), so a restored state would change nothing (tests/train/test_resume_rng.py). Older
 checkpoints that carry an ``rng`` key still load; nothing reads it.
 
 File names in a save dir: ``checkpoint_last.pt`` (the newest state), ``checkpoint{E}.pt`` (the end of

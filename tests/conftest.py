@@ -1,5 +1,10 @@
-"""Shared test setup: the helper modules beside the tests (train_fixtures, workflow_run,
-train_ddp_worker) import by name, from any working directory; tests are grouped for pytest-xdist."""
+"""Shared test setup: the helper modules in tests/helpers (train_fixtures, workflow_run, ...) import by
+name, from any working directory; tests are grouped for pytest-xdist.
+
+Layout: tests/<subpackage>/ holds the tests of pipeline_lib/<subpackage> (tests/core/ the top-level
+modules, tests/repo/ whole-repository checks), tests/e2e/ the end-to-end runs, tests/slurm/ the SLURM
+runs, tests/fixtures/ their data. Test modules are imported with ``--import-mode=importlib``
+(pyproject.toml), so two folders may hold modules of the same name; helpers live only in tests/helpers."""
 
 from __future__ import annotations
 
@@ -10,8 +15,13 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
+HELPERS = TESTS / "helpers"
+if str(HELPERS) not in sys.path:
+    sys.path.insert(0, str(HELPERS))
+# A test module that reuses another's fixtures imports it as tests.<folder>.<module>, the name importlib
+# mode gives it: appended, so the installed pipeline_lib still comes first.
+if str(TESTS.parent) not in sys.path:
+    sys.path.append(str(TESTS.parent))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Parallel workers share the cores: OpenMP threads that spin while they wait (libgomp's default)
@@ -22,10 +32,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 # `make test` runs the modules in parallel (pytest-xdist, see pytest_xdist_make_scheduler below).
-# The end-to-end runs (*_e2e.py) and the SLURM tests are the long ones: they start first.
+# The end-to-end runs (tests/e2e) and the SLURM tests are the long ones: they start first.
 SLURM_DIR = "slurm"
+E2E_DIR = "e2e"
 # Modules whose tests are independent end-to-end runs sharing no fixture: one work unit per test.
-ONE_UNIT_PER_TEST = {"test_paper_mirror_e2e.py"}
+ONE_UNIT_PER_TEST = {"e2e/test_paper_mirror.py"}
 
 
 def _in_slurm_dir(path: Path) -> bool:
@@ -35,7 +46,11 @@ def _in_slurm_dir(path: Path) -> bool:
 def _start_order(path: Path) -> int:
     if _in_slurm_dir(path):
         return 0
-    return 1 if path.name.endswith("_e2e.py") else 2
+    return 1 if path.parent.name == E2E_DIR else 2
+
+
+def _one_unit_per_test(path: Path) -> bool:
+    return f"{path.parent.name}/{path.name}" in ONE_UNIT_PER_TEST
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -60,7 +75,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             path = Path(nodeid.split("::", 1)[0])
             if _in_slurm_dir(path):
                 return SLURM_DIR
-            return nodeid if path.name in ONE_UNIT_PER_TEST else path.as_posix()
+            return nodeid if _one_unit_per_test(path) else path.as_posix()
 
     config.option.loadscopereorder = False
     return ModuleScheduling(config, log)

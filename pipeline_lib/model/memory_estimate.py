@@ -13,7 +13,7 @@ context and the allocator's cached slack, ~1 GB together, come on top):
 - **logits**: the output layer's tokens x vocabulary logits, their fp32 copy for the loss, and the
   loss' gradient (``bytes_per_logit``).
 
-``tests/test_memory_estimate.py`` checks the per-layer counts against the tensors autograd really
+``tests/model/test_memory_estimate.py`` checks the per-layer counts against the tensors autograd really
 saves (``torch.autograd.graph.saved_tensors_hooks``) and the parameter count against a built model.
 """
 

@@ -28,7 +28,7 @@ SUPERSEDED_DIR = "superseded"
 NOT_THE_RUNS = frozenset({"admin_profile.json", SUPERSEDED_DIR})
 
 # Settings that change how a run is executed, not what it computes (the fast paths are tested equal
-# to eager: tests/test_compile.py, test_deferred_stats.py, test_activation_checkpointing.py).
+# to eager: tests/model/test_compile.py, tests/train/test_deferred_stats.py, tests/model/test_checkpointing.py).
 RUNTIME_FIELDS = frozenset(
     {
         "data",  # the path: the data's content is part of the identity instead

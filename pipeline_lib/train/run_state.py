@@ -1,7 +1,7 @@
 """A training run's state outside the model: its outcome and the stop signals.
 
 Reproducibility: before every update the torch RNG (dropout) is re-seeded from (seed, update, rank),
-so resuming needs no RNG state and checkpoints store none (tests/test_train_resume_rng.py).
+so resuming needs no RNG state and checkpoints store none (tests/train/test_resume_rng.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ with a test copy of profiles/slurm.
 1. A reduced tiny end-to-end run (data -> BPE -> binarize -> Admin profiling -> training ->
    averaging -> decoding -> scores -> significance -> analysis -> tables): every job but the
    workflow's `localrules` (all, report_spec) is an sbatch job, and results/tables.md is produced.
-   tests/test_workflow_e2e.py runs the full tiny config locally; through SLURM it takes ~6 minutes
+   tests/e2e/test_workflow.py runs the full tiny config locally; through SLURM it takes ~6 minutes
    on 2 CPUs, so back-translation and the stability map are left out here.
 2. Preemption: a training job is sent SIGTERM with `scancel --signal=TERM` mid-run; the trainer
    saves checkpoint_last.pt and exits 75, the SLURM job fails, Snakemake retries it (the profile's

@@ -1,0 +1,255 @@
+"""pipeline_lib/workflow/argv.py: the argv each rule hands its stage.
+
+A value the config leaves out must leave the flag out (the stage's default applies), a 0 must stay a
+0, a switch the config turns off must stay off, and a list keeps every item. Every command of every
+shipped config is parsed by the real parser of the stage it feeds (`python -m pipeline_lib <stage>`),
+and the parsed values are compared with the config: a flag renamed on one side, or a value lost on
+the way, fails here rather than in a cluster job.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from argparse import Namespace
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline_lib.cli import build_parser
+from pipeline_lib.workflow import Commands, Plan
+from pipeline_lib.workflow.argv import flag, flags, recipe_pairs, recipe_value
+from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = load_schema(REPO / SCHEMA_FILE)
+# Full configs (config.smoke.yaml is an overlay, not a config of its own).
+CONFIGS = sorted(p.name for p in REPO.glob("config*.yaml") if p.name != "config.smoke.yaml")
+
+
+def load(name: str) -> dict[str, Any]:
+    return yaml.safe_load((REPO / name).read_text())
+
+
+def plan_of(config: dict[str, Any]) -> Plan:
+    config = copy.deepcopy(config)
+    validate_config(config, SCHEMA)
+    return Plan(config)
+
+
+def parse(stage: str, args: str) -> Namespace:
+    """The words a rule's shell line gives `python -m pipeline_lib <stage>`, through that stage's parser."""
+    return build_parser(stage).parse_args([stage, *shlex.split(args)])
+
+
+# -------------------------------------------------------------------------------------- flag / flags
+
+
+def test_absent_values_drop_the_flag_and_falsy_values_stay():
+    assert flag("beam", None) == [] and flag("dedup", False) == [] and flag("splits", []) == []
+    # 0, 0.0 and "" are values, not "unset" (valid-every 0, a seed of 0, lenpen 0.0)
+    assert flag("seed", 0) == ["--seed", "0"] and flag("lenpen", 0.0) == ["--lenpen", "0.0"]
+    assert flag("tag", "") == ["--tag", ""]
+
+
+def test_a_switch_is_bare_and_a_list_repeats_its_items():
+    assert flag("dedup", True) == ["--dedup"]
+    assert flag("splits", ["train", "valid"]) == ["--splits", "train", "valid"]
+    assert flag("splits", ("test",)) == ["--splits", "test"]
+
+
+def test_flags_quote_each_word_so_the_shell_gives_it_back_whole():
+    line = flags([("out-dir", "my data/x;y"), ("dedup", True), ("seed", None), ("splits", ["a b", "c"])])
+    assert shlex.split(line) == ["--out-dir", "my data/x;y", "--dedup", "--splits", "a b", "c"]
+
+
+def test_recipe_pairs_keep_only_set_fields_in_field_order_as_flags():
+    recipe = {"adam_betas": [0.9, 0.98], "lr": 0.001, "unrelated": 1}
+    assert recipe_pairs(recipe, ["lr", "max_tokens", "adam_betas"]) == [
+        ("lr", 0.001),
+        ("adam-betas", "(0.9, 0.98)"),
+    ]
+    assert recipe_value((0.9, 0.999)) == "(0.9, 0.999)" and recipe_value(3) == 3
+
+
+# -------------------------------------------------------------------- every command, real parsers
+
+
+def commands(plan: Plan) -> list[tuple[str, str, Callable[[], str]]]:
+    """(stage, what, build) for every command the rules would run for this plan."""
+    cmd = Commands(plan)
+    out: list[tuple[str, str, Callable[[], str]]] = []
+    for ds in plan.dataset_names("demo"):
+        out.append(("prepare-demo", ds, lambda ds=ds: cmd.prepare_demo(ds)))
+    for ds in plan.dataset_names("ding"):
+        out.append(("prepare-ding", ds, lambda ds=ds: cmd.prepare_ding(ds)))
+    for ds in plan.dataset_names("download"):
+        out.append(("download", ds, lambda ds=ds: cmd.download(ds)))
+    for ds in plan.mono_dataset_names("download"):
+        out.append(("download", f"{ds} mono", lambda ds=ds: cmd.download_mono(ds)))
+    for ds in plan.datasets:
+        out += [
+            ("preprocess", ds, lambda ds=ds: cmd.preprocess(ds, 2)),
+            ("preprocess", f"{ds} test", lambda ds=ds: cmd.preprocess(ds, 2, test=True)),
+            ("learn-bpe", ds, lambda ds=ds: cmd.learn_bpe(ds, 2)),
+            ("apply-bpe", ds, lambda ds=ds: cmd.apply_bpe(ds, 2)),
+            ("apply-bpe", f"{ds} test", lambda ds=ds: cmd.apply_bpe(ds, 2, test=True)),
+        ]
+    for ds in [*plan.datasets, *(f"bt-{bt}" for bt in plan.backtranslation)]:
+        out += [
+            ("binarize", ds, lambda ds=ds: cmd.binarize(ds, 2)),
+            ("binarize", f"{ds} test", lambda ds=ds: cmd.binarize_test(ds, 2)),
+        ]
+    for name in plan.experiments:
+        out += [
+            ("train", name, lambda n=name: cmd.train(n, 2)),
+            ("average", name, lambda n=name: cmd.average(n)),
+            ("translate", name, lambda n=name: cmd.translate(n, plan.split, 2)),
+            ("score", name, lambda n=name: cmd.score(n, plan.split)),
+        ]
+    for name in plan.profiled_names():
+        out.append(("profile", name, lambda n=name: cmd.profile(n)))
+    for bt, spec in plan.backtranslation.items():
+        out.append(("bt-mix", bt, lambda bt=bt: cmd.bt_mix(bt)))
+        for shard in range(spec["shards"]):
+            out.append(
+                ("translate", f"{bt} shard {shard}", lambda bt=bt, s=shard: cmd.backtranslate(bt, s, 2))
+            )
+    for table in plan.significance:
+        out.append(("significance", table, lambda t=table: cmd.significance(t)))
+    if plan.analysis_systems():
+        out.append(("analyze", "analysis", cmd.analyze))
+    out.append(("report", "report", lambda: cmd.report_spec("spec.json")))
+    return out
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_command_of_every_config_parses_with_its_stages_parser(config: str, capsys):
+    plan = plan_of(load(config))
+    built = commands(plan)
+    assert {stage for stage, _, _ in built} >= {"preprocess", "train", "translate", "score", "report"}
+    for stage, what, build in built:
+        try:
+            parse(stage, build())
+        except SystemExit:
+            pytest.fail(f"{config}: {stage} ({what}) refuses its argv: {capsys.readouterr().err.strip()}")
+
+
+# ----------------------------------------------------------------- values, as the stage reads them
+
+DEMO = load("config.yaml")
+ENFR = load("config.wmt14_en_fr.yaml")
+
+
+def test_preprocess_switches_follow_the_config_and_omitted_keys_keep_the_stage_defaults():
+    cfg = copy.deepcopy(DEMO)
+    ds = next(iter(cfg["datasets"]))
+    defaults = parse("preprocess", Commands(plan_of(cfg)).preprocess(ds))
+    assert (defaults.no_normalize, defaults.no_aggressive, defaults.dedup, defaults.lowercase) == (False,) * 4
+    cfg["datasets"][ds]["preprocess"] = {
+        "normalize": False, "aggressive": False, "dedup": True, "lowercase": True, "valid_every": 0,
+        "ratio": 9.0, "min_len": 2, "max_len": 80, "clean_splits": [],
+    }  # fmt: skip
+    args = parse("preprocess", Commands(plan_of(cfg)).preprocess(ds, 3))
+    assert (args.no_normalize, args.no_aggressive, args.dedup, args.lowercase) == (True,) * 4
+    assert (args.ratio, args.min_len, args.max_len, args.valid_every, args.workers) == (9.0, 2, 80, 0, 3)
+    assert args.splits == ["train", "valid", "mono"] and args.clean_after == "tokenize"
+    assert args.clean_splits == []  # "clean nothing", not the stage's default of train and valid
+
+
+def test_clean_after_bpe_moves_the_length_limits_from_preprocess_to_apply_bpe():
+    cfg = copy.deepcopy(ENFR)
+    ds = "wmt14_en_fr"
+    limits = {"ratio": 2.0, "min_len": 3, "max_len": 100}  # not the stages' defaults
+    cfg["datasets"][ds]["preprocess"].update(limits)
+    plan = plan_of(cfg)
+    stage_defaults = parse("preprocess", "--in-dir a --out-dir b --src en --tgt fr")
+    pre = parse("preprocess", Commands(plan).preprocess(ds))
+    assert pre.clean_after == "bpe"
+    assert (pre.ratio, pre.min_len, pre.max_len) == (
+        stage_defaults.ratio,
+        stage_defaults.min_len,
+        stage_defaults.max_len,
+    )
+    bpe = parse("apply-bpe", Commands(plan).apply_bpe(ds))
+    assert bpe.clean_splits == ["train", "valid"]
+    assert (bpe.ratio, bpe.min_len, bpe.max_len) == (limits["ratio"], limits["min_len"], limits["max_len"])
+    # the test split is never cleaned, in either stage
+    assert parse("preprocess", Commands(plan).preprocess(ds, test=True)).clean_after == "tokenize"
+    test_bpe = parse("apply-bpe", Commands(plan).apply_bpe(ds, test=True))
+    assert test_bpe.clean_splits == [] and test_bpe.splits == ["test"]
+
+
+def test_an_empty_demo_book_list_means_no_such_split():
+    cfg = copy.deepcopy(DEMO)
+    ds = next(n for n, d in cfg["datasets"].items() if d["source"] == "demo")
+    cfg["datasets"][ds]["demo"] = {
+        **cfg["datasets"][ds].get("demo", {}),
+        "test_books": [],
+        "mono_books": ["Jonah"],
+    }
+    args = parse("prepare-demo", Commands(plan_of(cfg)).prepare_demo(ds))
+    assert args.test_books == [] and args.mono_books == ["Jonah"]
+    assert args.valid_books == cfg["datasets"][ds]["demo"]["valid_books"]
+
+
+def test_an_experiment_seed_of_zero_reaches_training_and_profiling():
+    from pipeline_lib.train.cli import train_config_from_args
+
+    cfg = copy.deepcopy(DEMO)
+    plan = plan_of(cfg)
+    name = plan.profiled_names()[0]
+    cfg["experiments"][name]["seed"] = 0
+    plan = plan_of(cfg)
+    assert train_config_from_args(parse("train", Commands(plan).train(name, 1))).seed == 0
+    assert parse("profile", Commands(plan).profile(name)).seed == 0
+
+
+def test_profile_takes_the_closed_form_or_the_recursion_and_caps_its_batch():
+    cfg = copy.deepcopy(DEMO)
+    name = plan_of(cfg).profiled_names()[0]
+    recipe = cfg["experiments"][name]["recipe"]
+    cfg["recipes"][recipe].update(admin_recursion="cumulative", profile_max_tokens=50_000)
+    args = parse("profile", Commands(plan_of(cfg)).profile(name))
+    assert (args.closed_form, args.recursion, args.max_tokens) == (False, "cumulative", 8192)
+    cfg["recipes"][recipe].update(admin_closed_form=True, profile_max_tokens=1000)
+    args = parse("profile", Commands(plan_of(cfg)).profile(name))
+    assert (args.closed_form, args.recursion, args.max_tokens) == (True, "reference", 1000)
+
+
+def test_average_counts_the_checkpoints_of_the_recipes_kind():
+    cfg = copy.deepcopy(DEMO)
+    name = next(iter(plan_of(cfg).experiments))
+    recipe = cfg["experiments"][name]["recipe"]
+    cfg["recipes"][recipe].update(average_kind="update", average_last=7, keep_interval_updates=7)
+    args = parse("average", Commands(plan_of(cfg)).average(name))
+    assert args.num_update_checkpoints == 7 and not args.num_epoch_checkpoints
+
+
+def test_back_translation_mix_and_shards_reach_their_stages():
+    cfg = load("config.demo_bt.yaml")
+    plan = plan_of(cfg)
+    bt, spec = next(iter(plan.backtranslation.items()))
+    args = parse("bt-mix", Commands(plan).bt_mix(bt))
+    assert [str(p) for p in args.synthetic_src] == plan.bt_shard_files(bt)
+    assert args.no_tag is (not spec["tagged"]) and args.upsample_real == spec.get("upsample_real", 1)
+    untagged = copy.deepcopy(cfg)
+    untagged["backtranslation"][bt]["tagged"] = not spec["tagged"]
+    assert parse("bt-mix", Commands(plan_of(untagged)).bt_mix(bt)).no_tag is spec["tagged"]
+    shard = parse("translate", Commands(plan).backtranslate(bt, spec["shards"] - 1, 2))
+    assert shard.shard == (spec["shards"] - 1, spec["shards"]) and shard.threads == 2
+
+
+def test_significance_lists_every_system_and_turns_the_matrix_off_only_when_asked():
+    plan = plan_of(DEMO)
+    for table, (_base, systems, matrix) in plan.significance.items():
+        args = parse("significance", Commands(plan).significance(table))
+        assert args.no_matrix is (not matrix), table
+        named = [s if isinstance(s, str) else "=".join(map(str, s)) for s in args.systems]
+        assert named == [f"{s}={plan.hyp_file(s)}" for s in systems], table
+        assert (
+            args.n_samples == plan.evaluation["bootstrap_samples"] and args.alpha == plan.evaluation["alpha"]
+        )
