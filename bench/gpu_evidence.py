@@ -6,7 +6,7 @@
 Steps, in priority order (a GPU lease is short: what matters most runs first, and a step that cannot
 finish before ``--deadline`` is recorded as skipped, not started):
 
-1. ``cuda_tests``: ``pytest tests/test_cuda.py`` (bf16/fp16 AMP, GPU decoding = CPU, NCCL, torchrun,
+1. ``cuda_tests``: ``pytest tests/train/test_cuda.py`` (bf16/fp16 AMP, GPU decoding = CPU, NCCL, torchrun,
    deferred statistics and compile against eager).
 2. Transformer-base 6L-6L, bf16, 16k target tokens per update, the trainer's own loop
    (``bench/train_throughput.py --loop``): plain, ``--deferred-stats``, ``--compile --pad-to-multiple 8``.
@@ -82,7 +82,7 @@ def steps() -> list[Step]:
     return [
         Step(
             "cuda_tests",
-            ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "tests/test_cuda.py"],
+            ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "tests/train/test_cuda.py"],
             240,
             60,
         ),

@@ -18,7 +18,7 @@ from pipeline_lib.workflow import Plan
 from pipeline_lib.workflow.paths import LOGS, TEMPLATES, Paths
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 CONFIGS = ["config.yaml", "config.wmt14_en_fr.yaml"]  # with stability map / with download and BT
