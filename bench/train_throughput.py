@@ -38,6 +38,7 @@ from pipeline_lib.atomic import write_json
 from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.data.indexed import split_prefix, write_dataset
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.memory_estimate import Recipe as MemoryRecipe
 from pipeline_lib.model.memory_estimate import Shape as MemoryShape
 from pipeline_lib.model.memory_estimate import estimate_training_memory
 from pipeline_lib.train.config import TrainConfig
@@ -212,8 +213,10 @@ def loop_result(
         result["gpu"] = torch.cuda.get_device_name()
         result["torch"] = torch.__version__
     estimate = estimate_training_memory(
-        MemoryShape(shape.encoder_layers, shape.decoder_layers, shape.d_model, shape.ffn, shape.heads, args.vocab),
-        args.max_tokens, bytes_per_value=2 if args.amp != "none" else 4,
+        MemoryShape(shape.encoder_layers, shape.decoder_layers, shape.d_model, shape.ffn, shape.heads, args.vocab,
+                    residual=args.residual),
+        args.max_tokens, MemoryRecipe(model_cfg.dropout, model_cfg.attention_dropout,
+                                      model_cfg.activation_dropout, amp=args.amp),
         checkpointing=args.checkpoint_activations,
     )  # fmt: skip
     result["plan_estimate_gb"] = estimate.total_gb

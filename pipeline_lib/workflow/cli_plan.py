@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.model.memory_estimate import Recipe as MemoryRecipe
 from pipeline_lib.model.memory_estimate import Shape, estimate_training_memory
 from pipeline_lib.workflow.cli_check_config import check
 from pipeline_lib.workflow.plan import Plan
@@ -137,9 +138,10 @@ def effective_batch(plan: Plan, name: str) -> tuple[int, int, int, int]:
 
 
 def estimated_memory_gb(plan: Plan, name: str) -> float:
-    """Peak training memory per GPU of an experiment (``pipeline_lib.model.memory_estimate``): 16-bit
-    activations when the recipe sets ``amp``, fp32 otherwise; the vocabulary taken as the BPE merge count
-    or the SentencePiece size (the joint vocabulary is within a few hundred types of it)."""
+    """Peak training memory per GPU of an experiment (``pipeline_lib.model.memory_estimate``) under its
+    recipe's dropouts, ``amp`` and ``update_freq``, with CUDA's fused attention; the vocabulary taken
+    as the BPE merge count or the SentencePiece size (the joint vocabulary is within a few hundred
+    types of it)."""
     exp, recipe = plan.experiments[name], plan.recipe(name)
     subword = plan.datasets[exp["dataset"]].get("subword", {})
     shape = Shape(
@@ -147,12 +149,21 @@ def estimated_memory_gb(plan: Plan, name: str) -> float:
         exp["decoder_layers"],
         *plan.dims(name),
         vocab=int(subword.get("merges") or subword.get("vocab_size") or 32000),
+        residual=exp.get("residual", "post_ln"),
+    )
+    default = MemoryRecipe()  # ModelConfig's and TrainConfig's defaults (tests/model/test_memory_estimate.py)
+    training = MemoryRecipe(
+        dropout=recipe.get("dropout", default.dropout),
+        attention_dropout=recipe.get("attention_dropout", default.attention_dropout),
+        activation_dropout=recipe.get("activation_dropout", default.activation_dropout),
+        amp=recipe.get("amp", default.amp),
     )
     return estimate_training_memory(
         shape,
         recipe["max_tokens"],
-        bytes_per_value=2 if recipe.get("amp", "none") != "none" else 4,
+        training,
         checkpointing=bool(recipe.get("checkpoint_activations")),
+        update_freq=int(recipe.get("update_freq", 1)),
     ).total_gb
 
 
@@ -160,7 +171,7 @@ def render_batches(plan: Plan) -> str:
     lines = [
         "Effective batch per experiment (max tokens x update_freq x GPUs, an upper bound: batches",
         "are filled up to max tokens), and the estimated peak training memory per GPU",
-        "(weights, gradients and Adam in fp32 + activations + logits, sentences of 32 tokens; the CUDA",
+        "(weights, gradients and Adam in fp32 + activations + logits, fused CUDA attention; the CUDA",
         "context and allocator slack, ~1 GB, come on top; pipeline_lib/model/memory_estimate.py):",
         "",
         "| experiment | GPUs | max tokens per GPU | update_freq | tokens per update | memory per GPU |",
