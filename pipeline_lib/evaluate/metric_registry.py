@@ -10,21 +10,12 @@ sacrebleu nor torch.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline_lib.errors import ConfigError
-
-Lazy = Callable[..., Any] | str  # a function, or "module:function" imported on first call
-
-
-def resolve(function: Lazy) -> Callable[..., Any]:
-    if isinstance(function, str):
-        module, _, name = function.partition(":")
-        return getattr(importlib.import_module(module), name)
-    return function
+from pipeline_lib.named_registry import Lazy, Registry, resolve
 
 
 @dataclass(frozen=True)
@@ -73,29 +64,12 @@ class MetricSpec:
         return self.header.rstrip("↑↓")
 
 
-METRICS: dict[str, MetricSpec] = {}
-
-
-def register(spec: MetricSpec) -> MetricSpec:
-    if spec.name in METRICS:
-        raise ValueError(f"metric {spec.name!r} is registered already")
-    METRICS[spec.name] = spec
-    return spec
-
-
-def unregister(name: str) -> None:
-    METRICS.pop(name, None)
+METRICS: Registry[MetricSpec] = Registry("metric", lambda spec: spec.name)
+register, unregister, metric_spec = METRICS.register, METRICS.unregister, METRICS.spec
 
 
 def metric_names() -> tuple[str, ...]:
     return tuple(METRICS)
-
-
-def metric_spec(name: str) -> MetricSpec:
-    try:
-        return METRICS[name]
-    except KeyError:
-        raise ConfigError(f"unknown metric {name!r} (known: {', '.join(METRICS)})") from None
 
 
 def metric_header(name: str) -> str:

@@ -9,12 +9,11 @@ factory returning a :class:`~pipeline_lib.model.residual.ResidualVariant`. Facto
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline_lib.errors import ConfigError
+from pipeline_lib.named_registry import Registry, resolve
 
 
 @dataclass(frozen=True)
@@ -25,36 +24,15 @@ class ResidualSpec:
     needs_profile: bool = False  # trained from an ω profile (`python -m pipeline_lib profile`)
 
     def build(self, config: Any) -> Any:
-        factory = self.factory
-        if isinstance(factory, str):
-            module, _, function = factory.partition(":")
-            factory = getattr(importlib.import_module(module), function)
-        return factory(config)
+        return resolve(self.factory)(config)
 
 
-RESIDUALS: dict[str, ResidualSpec] = {}
-
-
-def register(spec: ResidualSpec) -> ResidualSpec:
-    if spec.name in RESIDUALS:
-        raise ValueError(f"residual variant {spec.name!r} is registered already")
-    RESIDUALS[spec.name] = spec
-    return spec
-
-
-def unregister(name: str) -> None:
-    RESIDUALS.pop(name, None)
+RESIDUALS: Registry[ResidualSpec] = Registry("residual variant", lambda spec: spec.name)
+register, unregister, residual_spec = RESIDUALS.register, RESIDUALS.unregister, RESIDUALS.spec
 
 
 def residual_names() -> tuple[str, ...]:
     return tuple(RESIDUALS)
-
-
-def residual_spec(name: str) -> ResidualSpec:
-    try:
-        return RESIDUALS[name]
-    except KeyError:
-        raise ConfigError(f"unknown residual variant {name!r} (known: {', '.join(RESIDUALS)})") from None
 
 
 def residual_label(name: str) -> str:

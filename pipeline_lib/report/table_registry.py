@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline_lib.errors import ConfigError
-from pipeline_lib.evaluate.metric_registry import Lazy, bleu_names, resolve, testable_names
+from pipeline_lib.evaluate.metric_registry import bleu_names, testable_names
+from pipeline_lib.named_registry import Lazy, Registry, resolve
 
 Table = dict[str, Any]
 Groups = dict[str, list[str]]  # seed group -> its runs
@@ -42,18 +43,8 @@ class TableKind:
         return resolve(self.render)
 
 
-TABLE_KINDS: dict[str, TableKind] = {}
-
-
-def register(kind: TableKind) -> TableKind:
-    if kind.key in TABLE_KINDS:
-        raise ValueError(f"table kind {kind.key!r} is registered already")
-    TABLE_KINDS[kind.key] = kind
-    return kind
-
-
-def unregister(key: str) -> None:
-    TABLE_KINDS.pop(key, None)
+TABLE_KINDS: Registry[TableKind] = Registry("table kind", lambda kind: kind.key)
+register, unregister = TABLE_KINDS.register, TABLE_KINDS.unregister
 
 
 def table_kinds(tabled: bool | None = None) -> list[TableKind]:

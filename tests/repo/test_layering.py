@@ -19,6 +19,7 @@ SHARED = {
     "field_spec",
     "letters",
     "thread_local",
+    "named_registry",  # the shape the three registries share
     "model.registry",
     "evaluate.metric_registry",  # metric names, labels, directions: the workflow and report read them
     "report.table_registry",  # the table kinds: the plan, the config checks and the report read them
