@@ -3,6 +3,7 @@ significance sets, the report spec and the final targets. Pure functions of the 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -245,7 +246,7 @@ class Plan:
         """Where the references of ``split`` lie, line-aligned with what translate reads: tok/ (or
         tok-test/), or bpe/ when apply-bpe cleans the split (it filters them as ``{split}.ref.<lang>``
         and the tokenized text as ``{split}.tok.<lang>``)."""
-        return self.data_dir(ds, "bpe") if self.cleaned_after_bpe(ds, split) else self.tok_dir(ds, split)
+        return posixpath.dirname(self.ref_marker(ds, split))  # a stage's marker is <its folder>/meta.json
 
     def tokenized_reference(self, ds: str, split: str, lang: str) -> str:
         """The Moses-tokenized reference of ``split`` (tokenized BLEU), aligned like :meth:`reference`."""
