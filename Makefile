@@ -11,12 +11,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Profiles: re-point links left by an earlier checkout to this one (a real directory is never replaced).
+# Profiles: `setup` links them by name but leaves another checkout's links (it says so);
+# `profiles` re-points those to this checkout. A real directory is never replaced.
 # torch first and alone: a pinned CPU/CUDA build already present is kept, and nothing else can drag in another.
 setup: $(BIN)/python
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet -e .
-	$(BIN)/python -m pipeline_lib.setup_profiles --force
+	$(BIN)/python -m pipeline_lib.setup_profiles --keep-others
 
 setup-dev: setup
 	$(BIN)/pip install --quiet -e ".[dev]"
@@ -40,10 +41,11 @@ test: setup-dev
 test-fast: setup-dev
 	. $(BIN)/activate && python -m pytest -q -ra $(XDIST) -m "not slow" --ignore=tests/slurm $(PYTEST_ARGS)
 
-# fairseq as the oracle of exported models (forward pass, fairseq-generate): needs the peer venv that
+# fairseq as the oracle of exported models (forward pass, fairseq-generate) and of the training
+# trajectory (optimizers, schedules, update_freq, clipping: docs/numerics.md): needs the peer venv that
 # bench/peers/install.sh fairseq builds (~3 min); skipped when it is absent.
 test-peers: setup-dev
-	. $(BIN)/activate && DEEPNMT_TEST_PEERS=1 python -m pytest -q -ra -n 0 tests/export/test_fairseq_peer.py $(PYTEST_ARGS)
+	. $(BIN)/activate && DEEPNMT_TEST_PEERS=1 python -m pytest -q -ra -n 0 tests/export/test_fairseq_peer.py tests/export/test_fairseq_trajectory.py $(PYTEST_ARGS)
 
 # Mutation score of the core modules (tools/mutate.py, mutmut; docs/mutation.md). Not part of
 # `make test`. MODULE=metrics runs one module; each run resumes from mutants/. One torch thread per

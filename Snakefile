@@ -6,10 +6,22 @@
 # Stages are `python -m pipeline_lib <stage>`; the rules only wire files together.
 
 
+import os
 import sys
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.job_signals import STOP_WITH_PARENT
+from pipeline_lib.workflow import signal_relay
 from pipeline_lib.workflow.config_files import load_mapping
+
+# A stop sent to Snakemake alone (kill <pid>, SIGTERM) reaches the running jobs, and a job whose
+# Snakemake dies goes with it (pipeline_lib/workflow/signal_relay.py, pipeline_lib/job_signals.py).
+os.environ[STOP_WITH_PARENT] = "1"
+
+
+onstart:
+    signal_relay.install()
+
 
 # A --configfile replaces the demo default instead of merging over it, as the catalog workflows do:
 # a paper config is complete by itself and nothing of the demo enters its DAG.
@@ -38,6 +50,7 @@ include: "workflow/rules/report.smk"
 localrules:
     all,
     report_spec,
+    curves_spec,
 
 
 rule all:

@@ -1,4 +1,4 @@
-"""Issue 45's GPU measurements in one run, each step a subprocess with its own time limit.
+"""Issues 45 and 51's GPU measurements in one run, each step a subprocess with its own time limit.
 
     python bench/gpu_evidence.py --out bench/results [--deadline 560] [--steps NAME ...]
     .venv/bin/python bench/gpu_evidence.py --cpu-smoke --out /tmp/ev   # every step, tiny, on the CPU
@@ -7,7 +7,17 @@ Steps, in priority order (a GPU lease is short: what matters most runs first, an
 finish before ``--deadline`` is recorded as skipped, not started):
 
 1. ``cuda_tests``: ``pytest tests/train/test_cuda.py`` (bf16/fp16 AMP, GPU decoding = CPU, NCCL, torchrun,
-   deferred statistics and compile against eager).
+   deferred statistics, compile and CUDA graphs against eager).
+1a. ``fp16_numerics`` (issue 50, ``bench/fp16_numerics.py``): fairseq_fp16 against fairseq ``--fp16``, the
+   loss-scale sequences side by side, and an 18L-18L post-LN run without warm-up under each precision.
+1b. Issue 51 (:func:`card_steps`): 60L-12L Admin at 28,672 target tokens per GPU, the En-Fr recipe's
+   458,752 over 16 GPUs as a 141 GB card takes it in one batch, bf16, fp16 and with CUDA graphs
+   (``--compile-mode reduce-overhead``); the same job beside fairseq split as the authors split it
+   (3,584 x 8, ``compare.py --fairseq-update-freq 8``; both post-LN, fairseq has no Admin); Big 6L-6L
+   fp16; back-translation sampling (``--modes sample``) of 2,000 sentences with the Big model beside
+   fairseq, with the hours for 21.8M sentences; the rate table rebuilt with this run's results
+   (``bench/gpu_rates.py --also <out>``) and ``plan --experiments-only`` for the En-Fr config on 80 and
+   141 GB cards.
 2. Transformer-base 6L-6L, bf16, 16k target tokens per update, the trainer's own loop
    (``bench/train_throughput.py --loop``): plain, ``--deferred-stats``, ``--compile --pad-to-multiple 8``.
 3. 60L-12L Admin (ω from the closed form), base width, bf16, 3,584 target tokens per update, sentences of
@@ -86,6 +96,9 @@ def steps() -> list[Step]:
             240,
             60,
         ),
+        # issue 50: fairseq_fp16 against fairseq --fp16, and a deep post-LN run under each precision
+        Step("fp16_numerics", ["bench/fp16_numerics.py", "--out", "{out}"], 600, 400),
+        *card_steps(),
         Step("base_bf16", [tt, *loop16k, *BASE], 90, 15),
         Step("base_bf16_deferred", [tt, *loop16k, *BASE, "--deferred-stats"], 90, 15),
         Step("base_bf16_compile", [tt, *loop16k, *BASE, *compiled], 180, 60),
@@ -128,16 +141,69 @@ def steps() -> list[Step]:
     ]
 
 
+# Issue 51: the En-Fr recipe's 458,752 tokens per update, per GPU of the 16 the paper's deep rows use:
+# 28,672, what `plan --gpu-memory-gb 141` gives a 141 GB card as one batch (update_freq 1); the authors'
+# V100 split of the same update is 3,584 x 8 (config.wmt14_en_fr.yaml).
+CARD_TOKENS, AUTHORS_SPLIT = 28672, 8
+
+
+def card_steps() -> list[Step]:
+    """Issue 51's targets: 60L-12L Admin at the card's shape (MFU; bf16, fp16, CUDA graphs), the same
+    job beside fairseq as the authors shaped it, Big 6L-6L fp16, back-translation sampling with the Big
+    reverse model beside fairseq, then the rate table with this run's results and the plan's estimate
+    for config.wmt14_en_fr.yaml on 80 and 141 GB cards."""
+    tt, cmp = "bench/train_throughput.py", "bench/compare.py"
+    deep = [*LOOP, *BASE, "--encoder-layers", "60", "--decoder-layers", "12", "--residual", "admin",
+            "--max-tokens", str(CARD_TOKENS), "--lengths", "20", "44", "--updates", "10", "--warmup", "4",
+            "--json", "{json}"]  # fmt: skip
+    fp16 = ["--amp", "fp16"]  # the recipe's precision (argparse keeps the last --amp)
+    graphs = ["--compile", "--compile-mode", "reduce-overhead", "--pad-to-multiple", "8", "--warmup", "8"]
+    authors = [cmp, *COMPARE, "--preset", "base", "--encoder-layers", "60", "--decoder-layers", "12",
+               "--max-tokens", str(CARD_TOKENS), "--fairseq-update-freq", str(AUTHORS_SPLIT),
+               "--updates", "10", "--warmup", "4", "--no-decode", "--json", "{json}"]  # fmt: skip
+    big16 = [
+        *LOOP,
+        *BIG,
+        *fp16,
+        "--max-tokens",
+        "16384",
+        "--updates",
+        "20",
+        "--warmup",
+        "8",
+        "--json",
+        "{json}",
+    ]
+    sampling = [cmp, *COMPARE, "--preset", "big", "--max-tokens", "4096", "--updates", "1", "--warmup", "1",
+                "--decode-sentences", "2000", "--modes", "sample", "--json", "{json}"]  # fmt: skip
+    plan = ["-m", "pipeline_lib", "plan", "--experiments-only", "--configfile", "config.wmt14_en_fr.yaml"]
+    return [
+        Step("enfr_60L12L_admin_card_bf16", [tt, *deep], 180, 45),
+        Step("enfr_60L12L_admin_card_fp16", [tt, *deep, *fp16], 180, 45),
+        Step("enfr_60L12L_admin_card_graphs", [tt, *deep, *graphs], 300, 120),
+        Step("compare_60L12L_authors_shape", authors, 420, 200),
+        Step("big_fp16", [tt, *big16], 90, 15),
+        Step("bt_sampling_big", sampling, 300, 90),
+        # the rate table (bench/gpu_rates.py) with this run's results ahead of bench/results, then the plan
+        Step("gpu_rates", ["bench/gpu_rates.py", "--also", "{out}"], 60, 2),
+        Step("plan_enfr_80GB", [*plan, "--gpu-memory-gb", "80"], 60, 2),
+        Step("plan_enfr_141GB", [*plan, "--gpu-memory-gb", "141"], 60, 2),
+    ]
+
+
 def cpu_smoke(step: Step) -> Step:
     """The same step, tiny and on the CPU: checks the plumbing (flags, result files) without a GPU."""
     argv = ["cpu" if a == "cuda" else a for a in step.argv]
     swaps = {"--amp": "none", "--precision": "fp32", "--max-tokens": "512", "--updates": "3", "--warmup": "2",
              "--encoder-layers": "3", "--decoder-layers": "2", "--decode-sentences": "20", "--words": "300",
-             "--vocab": "300", "--d-model": "64", "--ffn": "128", "--heads": "2", "--threads": "2"}  # fmt: skip
+             "--vocab": "300", "--d-model": "64", "--ffn": "128", "--heads": "2", "--threads": "2",
+             "--compile-mode": "default"}  # fmt: skip
     for i, a in enumerate(argv[:-1]):
         if a in swaps:
             argv[i + 1] = swaps[a]
     argv = [a for a in argv if a != "--no-cudnn-attention"]
+    if argv[0] == "bench/fp16_numerics.py":
+        argv.append("--cpu-smoke")
     if "--preset" in argv:
         argv[argv.index("--preset") + 1] = "small"
     return Step(step.name, argv, step.timeout, 0)
@@ -164,10 +230,11 @@ def pytest_counts(output: str) -> dict:
     return counts
 
 
-def run_step(step: Step, work: Path, log, remaining: float) -> dict:  # noqa: ANN001
+def run_step(step: Step, work: Path, log, remaining: float, out: Path) -> dict:  # noqa: ANN001
     result_file = work / f"{step.name}.json"
     result_file.unlink(missing_ok=True)
-    argv = [sys.executable, *[a.replace("{json}", str(result_file)) for a in step.argv]]
+    fill = {"{json}": str(result_file), "{out}": str(out.resolve())}
+    argv = [sys.executable, *[fill.get(a, a) for a in step.argv]]
     timeout = max(1.0, min(step.timeout, remaining))
     record: dict = {"argv": " ".join(["python", *argv[1:]]), "timeout_s": timeout}
     log.write(f"\n===== {step.name}: {record['argv']}\n")
@@ -191,6 +258,8 @@ def run_step(step: Step, work: Path, log, remaining: float) -> dict:  # noqa: AN
         record["result"] = json.loads(result_file.read_text())
     if step.name == "cuda_tests":
         record["result"] = pytest_counts(output.splitlines()[-1] if output.strip() else "")
+    if step.name.startswith("plan_"):  # the plan's per-experiment table, GPU-hours beside the cap
+        record["result"] = {"table": output}
     return record
 
 
@@ -252,7 +321,7 @@ def main() -> None:
                 report["steps"][step.name] = {"status": "skipped", "why": f"{remaining:.0f}s left"}
                 print(f"[{step.name}] skipped: {remaining:.0f}s left", flush=True)
                 continue
-            rec = run_step(step, work, log, remaining)
+            rec = run_step(step, work, log, remaining, args.out)
             report["steps"][step.name] = rec
             print(f"[{step.name}] {rec['status']} in {rec['wall_s']:.0f}s", flush=True)
             write_json(out, report)

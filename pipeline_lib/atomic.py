@@ -5,6 +5,12 @@ beside the target, renamed onto it on success and removed on failure. A writer k
 leaves that name behind, and :func:`remove_stale_temp_files` knows it. This is the only module that
 renames files (tests/core/test_atomic.py keeps it so).
 
+A stage cleans up after its own killed runs: the first time a process asks for the temporary name of
+an output, the temporary files of that same output which were last written before this process
+started are removed (:func:`temp_path`). They can only be a killed earlier run's: one output has one
+writer at a time (Snakemake's lock per output; train's lock on its save dir), and a live writer's file
+is newer than the process that would remove it. Temporary files of other outputs are left alone.
+
 Files are created with ``open`` and so respect the umask (``mkstemp`` would make them 0600,
 unreadable for colleagues on a shared filesystem).
 
@@ -21,6 +27,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +37,9 @@ from pipeline_lib.errors import PipelineError
 # The causes of a failed write that the user, not the code, has to fix.
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS})
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.tmp\d+$")
+# When this process began writing, near enough: the module is imported before any stage writes.
+PROCESS_START = time.time()
+_swept: set[Path] = set()  # outputs whose stale temporary files this process has removed
 
 
 class WriteError(PipelineError):
@@ -51,6 +61,11 @@ def is_write_failure(exc: BaseException) -> bool:
 
 
 def temp_path(path: Path) -> Path:
+    """This process's temporary name for ``path``; the first call for a ``path`` also removes the
+    stale temporary files a killed earlier run left for it (see the module's docstring)."""
+    if (key := path.absolute()) not in _swept:
+        _swept.add(key)
+        remove_stale_temp_files(path.parent, target=path.name, older_than=PROCESS_START)
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
@@ -59,20 +74,32 @@ def is_temp_file(path: Path) -> bool:
     return _TEMP_RE.match(path.name) is not None
 
 
-def remove_stale_temp_files(folder: Path, target: str | None = None) -> list[Path]:
+def remove_stale_temp_files(
+    folder: Path, target: str | None = None, older_than: float | None = None
+) -> list[Path]:
     """Delete the temporary files killed writers left in ``folder`` (all, or only those of the file
-    named ``target``). Call it when no other process writes there (a stage's start)."""
+    named ``target``; with ``older_than``, only those last modified before that time). Without
+    ``older_than``, call it when no other process writes there (a stage's start)."""
     if not folder.is_dir():
         return []
     stale = [
         p for p in folder.iterdir()
         if (m := _TEMP_RE.match(p.name)) and (target is None or m["name"] == target) and p.is_file()
     ]  # fmt: skip
+    if older_than is not None:
+        stale = [p for p in stale if _mtime(p) < older_than]
     for path in stale:
         path.unlink(missing_ok=True)
     if stale:
         print(f"removed {len(stale)} stale temporary file(s) from {folder}", file=sys.stderr)
     return stale
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # its writer finished (renamed it) meanwhile
+        return float("inf")
 
 
 def _previous(path: Path) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import re
 import sys
 import zlib
@@ -110,13 +111,25 @@ def newest_readable(save_dir: Path) -> tuple[dict[str, Any], Path] | None:
     )
 
 
-def last_checkpoints(save_dir: str | os.PathLike[str], n: int, kind: str = "epoch") -> list[Path]:
-    """The last ``n`` checkpoint{epoch}.pt (kind epoch) or checkpoint_{e}_{u}.pt (kind update) files."""
+def last_checkpoints(
+    save_dir: str | os.PathLike[str], n: int, kind: str = "epoch", upper_bound: int | None = None
+) -> list[Path]:
+    """The last ``n`` checkpoint{epoch}.pt (kind epoch) or checkpoint_{e}_{u}.pt (kind update) files;
+    with ``upper_bound`` only those whose epoch (update) is <= it, as fairseq's
+    scripts/average_checkpoints.py last_n_checkpoints (Transformer-Clinic @70f72b7
+    fairseq/scripts/average_checkpoints.py:70-88)."""
     if n <= 0:
         raise ConfigError(f"number of checkpoints to average must be positive, got {n}")
+    if upper_bound is not None and upper_bound < 1:
+        raise ConfigError(f"checkpoint upper bound must be positive, got {upper_bound}")
     found = epoch_checkpoints(save_dir) if kind == "epoch" else interval_checkpoints(save_dir)
+    if upper_bound is not None:
+        found = [(key, p) for key, p in found if key <= upper_bound]
     if len(found) < n:
-        raise CheckpointError(f"{save_dir}: asked to average {n} {kind} checkpoints but found {len(found)}")
+        bound = f" up to {kind} {upper_bound}" if upper_bound is not None else ""
+        raise CheckpointError(
+            f"{save_dir}: asked to average {n} {kind} checkpoints{bound} but found {len(found)}"
+        )
     return [p for _, p in found[-n:]]
 
 
@@ -178,9 +191,12 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # torch raises RuntimeError/UnpicklingError/EOFError/... on bad files
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"checkpoint {path} is truncated or corrupt: {reason}") from exc
+    except pickle.UnpicklingError as exc:
+        if (refusal := _unsafe_refusal(exc)) is None:
+            raise CheckpointError(f"checkpoint {path} is truncated or corrupt: {_first_line(exc)}") from None
+        raise CheckpointError(f"checkpoint {path} refused as unsafe, not loaded: {refusal}") from None
+    except Exception as exc:  # torch raises RuntimeError/EOFError/... on truncated or damaged files
+        raise CheckpointError(f"checkpoint {path} is truncated or corrupt: {_first_line(exc)}") from exc
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"{path} is not a {CHECKPOINT_FORMAT} checkpoint (format: {found!r})")
@@ -190,6 +206,40 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
     if "checksum" in state and checksum(state) != state["checksum"]:
         raise CheckpointError(f"checkpoint {path} is corrupt: tensor checksum mismatch")
     return state
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+# torch's weights-only unpickler refuses a pickle that would call or build anything beyond tensors
+# and plain containers; its message then advises ``weights_only=False``, which would run that code.
+_WEIGHTS_ONLY = "Weights only load failed"
+_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+_OPERAND = re.compile(r"Unsupported operand (\d+)")
+
+
+def _unsafe_refusal(exc: pickle.UnpicklingError) -> str | None:
+    """Why torch's weights-only load refused the file, in our words; None for another pickle error
+    (a damaged file). Never repeats torch's advice to load with ``weights_only=False``."""
+    text = str(exc)
+    if not text.startswith(_WEIGHTS_ONLY):
+        return None
+    if m := _GLOBAL.search(text):
+        return (
+            f"it would import {m.group(1)} when unpickled: a checkpoint holds only tensors and plain "
+            "data, so this file carries code (do not load it another way; use a checkpoint "
+            "written by this pipeline)"
+        )
+    if m := _OPERAND.search(text):
+        return (
+            f"its pickle uses opcode {m.group(1)}, which a weights-only load does not run: damaged, "
+            "or not a checkpoint written by this pipeline (do not load it another way)"
+        )
+    return (
+        "it holds something other than tensors and plain data (do not load it another way; use a "
+        "checkpoint written by this pipeline)"
+    )
 
 
 def load_model(

@@ -59,6 +59,9 @@ class Setup:
     precision: str = "fp32"  # "bf16": each toolkit's own bf16 mode (GPU)
     decode_batch: int = DECODE_BATCH
     beam: int = BEAM
+    # micro-batches per update (fairseq and ours on a GPU): max_tokens // update_freq each, the same
+    # max_tokens per update; how the authors split a V100's update
+    update_freq: int = 1
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,8 @@ class Fairseq(Toolkit):
             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
             "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt",
             "--warmup-updates", "4000", "--warmup-init-lr", "1e-7", "--clip-norm", "0",
-            "--max-tokens", str(s.max_tokens), "--max-update", str(s.updates), "--num-workers", "0",
+            "--max-tokens", str(s.max_tokens // s.update_freq), "--update-freq", str(s.update_freq),
+            "--max-update", str(s.updates), "--num-workers", "0",
             "--seed", "1", "--disable-validation", "--no-epoch-checkpoints", "--save-dir", str(s.work / "ckpt"),
             "--log-format", "json", "--log-interval", "1", "--no-progress-bar", *self._runtime(s),
         ]  # fmt: skip
@@ -380,7 +384,12 @@ class DeepNMT(Toolkit):
             runtime = ["--max-tokens", str(s.max_tokens // workers), "--update-freq", str(workers),
                        "--cpu-workers", str(workers)]  # fmt: skip
         else:
-            runtime = ["--max-tokens", str(s.max_tokens)]
+            runtime = [
+                "--max-tokens",
+                str(s.max_tokens // s.update_freq),
+                "--update-freq",
+                str(s.update_freq),
+            ]
         amp = {"fp32": "none", "bf16": "bf16", "fp16": "fp16"}[s.precision]
         args = [
             "train", "--data", str(s.work / "bin"), "--source-lang", "src", "--target-lang", "tgt",

@@ -30,6 +30,7 @@ from pathlib import Path
 from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data.textio import count_lines, read_lines
 from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 BT_TAG = "<BT>"
@@ -48,8 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--mono-tgt", required=True, type=Path, help="the monolingual targets they translate")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    p.add_argument("--src", required=True, type=lang_code)
+    p.add_argument("--tgt", required=True, type=lang_code)
     p.add_argument("--upsample-real", type=int, default=1, help="repeat the real bitext N times")
     p.add_argument("--no-tag", action="store_true", help="do not prefix synthetic sources with <BT>")
     p.add_argument("--tag", default=BT_TAG, help="the tag token (default <BT>)")

@@ -10,7 +10,8 @@ Output directory (``pipeline_lib.data.indexed``): ``vocab.txt``; ``{split}.{lang
 (int32, concatenated, no ``</s>``) and ``{split}.{lang}.offsets.npy`` (int64, n+1); and
 ``meta.json`` with ``src_lang``, ``tgt_lang`` (null when monolingual), ``vocab_sha256``,
 ``vocab_size``, ``subword``, ``subword_model``, ``moses_tokenized``, and per split the pair
-count, token counts and ``<unk>`` rates. The subword model and the bpe ``meta.json`` are copied
+count, token counts, ``<unk>`` rates and ``{lang}_sha256``, and ``file_bytes`` (each id file's
+size): loading a split checks both (``pipeline_lib.data.integrity``). The subword model and the bpe ``meta.json`` are copied
 in as ``subword/`` so decoding needs nothing outside this directory.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 from collections import Counter
 from collections.abc import Sequence
@@ -131,6 +133,7 @@ def binarize(cfg: BinarizeSettings) -> None:
     prev = json.loads(prev_path.read_text(encoding="utf-8")) if prev_path.is_file() else {}
     subword = prev.get("subword", "none")
     split_stats: dict[str, dict] = {}
+    file_bytes: dict[str, int] = {}
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     with AtomicGroup() as group:
         for s in cfg.splits:
@@ -163,6 +166,7 @@ def binarize(cfg: BinarizeSettings) -> None:
                 digest = hashlib.sha256()
                 for suffix in (".ids.npy", ".offsets.npy"):
                     digest.update(file_digest(Path(tmp_prefix + suffix)).encode())
+                    file_bytes[Path(prefix + suffix).name] = os.path.getsize(tmp_prefix + suffix)
                     group.adopt(tmp_prefix + suffix, prefix + suffix)
                 st[f"{lang}_sha256"] = digest.hexdigest()
                 st[f"{lang}_tokens"] = ntok
@@ -193,6 +197,9 @@ def binarize(cfg: BinarizeSettings) -> None:
             "aggressive_dash_splits": bool(prev.get("aggressive_dash_splits", False)),
             "eos_stored": False,
             "splits": split_stats,
+            # checked when a split is loaded (data/integrity.py); not in `splits`, which is part of
+            # a training run's identity
+            "file_bytes": file_bytes,
         }
         group.tmp_for(cfg.out_dir / "meta.json").write_text(
             json.dumps(meta, indent=2) + "\n", encoding="utf-8"

@@ -21,13 +21,18 @@ from pathlib import Path
 from pipeline_lib.data.binarize import BinarizeSettings, binarize
 from pipeline_lib.data.chunk_map import default_workers
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.lang_code import lang_code
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-dir", required=True, type=Path, help="subword-segmented {split}.{lang} files")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.add_argument("--src", required=True, help="source language (the only one for monolingual data)")
-    p.add_argument("--tgt", default=None, help="target language (omit to binarize one language)")
+    p.add_argument(
+        "--src", required=True, type=lang_code, help="source language (the only one for monolingual data)"
+    )
+    p.add_argument(
+        "--tgt", default=None, type=lang_code, help="target language (omit to binarize one language)"
+    )
     p.add_argument("--splits", nargs="+", default=["train", "valid", "test"])
     p.add_argument("--threshold", type=int, default=0, help="drop tokens seen fewer times (0: keep all)")
     p.add_argument("--nwords", type=int, default=-1, help="max vocabulary size without specials (-1: all)")

@@ -19,13 +19,14 @@ from pipeline_lib.data import moses
 from pipeline_lib.data.chunk_map import default_workers
 from pipeline_lib.data.preprocess import CLEAN_AFTER, PreprocessSettings, preprocess
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.lang_code import lang_code
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-dir", required=True, type=Path, help="directory with raw {split}.{lang} files")
     p.add_argument("--out-dir", required=True, type=Path, help="output directory (tokenized text)")
-    p.add_argument("--src", required=True, help="source language code (en)")
-    p.add_argument("--tgt", required=True, help="target language code (fr)")
+    p.add_argument("--src", required=True, type=lang_code, help="source language code (en)")
+    p.add_argument("--tgt", required=True, type=lang_code, help="target language code (fr)")
     p.add_argument(
         "--splits",
         nargs="+",

@@ -27,6 +27,7 @@ from pipeline_lib.data.chunk_map import default_workers
 from pipeline_lib.data.clean_segmented import CLEANABLE_SPLITS
 from pipeline_lib.data.learn_subword import LearnSettings, learn_subword
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.lang_code import lang_code
 
 
 def _check_workers(workers: int) -> None:
@@ -36,8 +37,8 @@ def _check_workers(workers: int) -> None:
 
 def add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-dir", required=True, type=Path, help="directory with train.{src} / train.{tgt}")
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    p.add_argument("--src", required=True, type=lang_code)
+    p.add_argument("--tgt", required=True, type=lang_code)
     p.add_argument("--model-dir", required=True, type=Path, help="where codes / spm.model are written")
     p.add_argument("--kind", choices=["bpe", "spm"], default="bpe")
     p.add_argument("--merges", type=int, default=40000, help="BPE merge operations (joint)")
@@ -84,8 +85,8 @@ def add_apply_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-dir", required=True, type=Path, help="tokenized {split}.{lang} files")
     p.add_argument("--model-dir", required=True, type=Path, help="output of learn-bpe")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    p.add_argument("--src", required=True, type=lang_code)
+    p.add_argument("--tgt", required=True, type=lang_code)
     p.add_argument("--splits", nargs="+", default=["train", "valid", "test", "mono"])
     p.add_argument("--vocab-threshold", type=int, default=0, help="BPE: subword-nmt --vocabulary-threshold")
     p.add_argument(

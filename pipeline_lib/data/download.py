@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from pipeline_lib.atomic import atomic_open, move
 from pipeline_lib.errors import InputError
+from pipeline_lib.run_lock import RunDirLock
 
 log = logging.getLogger(__name__)
 _BLOCK = 1 << 16
@@ -107,6 +108,31 @@ def fetch(
     if dest.exists() and _verified(dest, sha256, size):
         log.info("%s: already present and verified", dest)
         return dest
+    # Another process resuming the same .part would interleave its bytes with ours: wait for it, then
+    # take its finished file (pipeline_lib/run_lock.py; a dead holder's lock is gone with it).
+    with RunDirLock.acquire(
+        dest.parent,
+        f"the download of {dest.name}",
+        name=f".{dest.name}.lock",
+        wait=True,
+        remove_on_release=True,
+    ):
+        if dest.exists() and _verified(dest, sha256, size):
+            log.info("%s: downloaded meanwhile by another process, verified", dest)
+            return dest
+        return _fetch_locked(url, dest, sha256, size, retries, backoff, timeout, sleep)
+
+
+def _fetch_locked(
+    url: str,
+    dest: Path,
+    sha256: str | None,
+    size: int | None,
+    retries: int,
+    backoff: float,
+    timeout: float,
+    sleep: Callable[[float], None],
+) -> Path:
     part = dest.with_name(dest.name + ".part")
     for attempt in range(retries + 1):
         try:

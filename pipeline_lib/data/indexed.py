@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from pipeline_lib.atomic import atomic_open, temp_path
+from pipeline_lib.data.integrity import verify_split_dir
 from pipeline_lib.errors import InputError
 
 IDS_SUFFIX = ".ids.npy"
@@ -227,6 +228,7 @@ class ParallelCorpus:
         self.split, self.src_lang, self.tgt_lang = split, src_lang, tgt_lang
         self.src = IndexedDataset(split_prefix(bin_dir, split, src_lang))
         self.tgt = IndexedDataset(split_prefix(bin_dir, split, tgt_lang))
+        verify_split_dir(bin_dir, split, (src_lang, tgt_lang))  # against binarize's meta.json
         if len(self.src) != len(self.tgt):
             raise InputError(
                 f"{self.bin_dir}: split '{split}' has {len(self.src)} {src_lang} sentences "

@@ -52,6 +52,11 @@ def init_segmenter(kind: str, model_path: str, vocab_path: str | None, threshold
         _SEGMENTER["fn"] = lambda line: " ".join(sp.encode(line, out_type=str))
 
 
+def current_segmenter() -> Callable[[str], str]:
+    """The segmenter :func:`init_segmenter` built in this process (one line in, one line out)."""
+    return _SEGMENTER["fn"]
+
+
 def segment_chunk(lines: list[str]) -> tuple[bytes, int]:
     """The segmented lines as the output file's bytes, and their count: one buffer per chunk for the
     main process to write."""

@@ -7,6 +7,11 @@ Usage (flags as in fairseq-generate / fairseq-interactive)::
         --input work/de/bpe/test.en --output out/test.de --beam 4 --lenpen 0.6 \\
         --output-generate out/test.generate --output-jsonl out/test.jsonl
 
+    # raw text in (the dataset's Moses settings and BPE/SPM applied, as to its test set), text out;
+    # the length limit as the workflow's decoding entry sets it
+    python -m pipeline_lib translate --checkpoint run/checkpoint_avg.pt --raw-input news.en \
+        --output news.de --beam 4 --lenpen 0.6 --max-len-a 1.2 --max-len-b 10
+
     # a binarized split (adds T- reference lines), greedy on GPU in bf16
     python -m pipeline_lib translate --checkpoint ckpt.pt --split test --beam 1 \\
         --device cuda --bf16 --output out/test.txt
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from pathlib import Path
 
 import torch
 
@@ -35,9 +41,11 @@ from pipeline_lib.data.textio import count_lines
 from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
 from pipeline_lib.decode.inputs import (
     Sources,
+    encode_lines,
     iter_text_sources,
     parse_shard,
     read_binarized_sources,
+    read_raw_lines,
     read_text_sources,
     resolve_data,
     shard_range,
@@ -48,6 +56,7 @@ from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import check_cpu_gemm, resolve_device, translate
 from pipeline_lib.divergence.placeholders import add_skip_argument, is_diverged, skip_diverged
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +67,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = io.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", help="subword text, one sentence per line ('-': stdin)")
     src.add_argument("--split", help="a split of the binarized data directory (e.g. test)")
+    src.add_argument(
+        "--raw-input",
+        help="untokenized text, one sentence per line ('-': stdin): normalized, Moses-tokenized and "
+        "BPE/SentencePiece-segmented as the training data's test split was (pipeline_lib/data/raw_text.py)",
+    )
+    io.add_argument(
+        "--text-meta",
+        default=None,
+        help="with --raw-input: the test split's preprocess meta.json (default: tok-test/meta.json "
+        "beside the data directory, the workflow's layout)",
+    )
     io.add_argument("--data-dir", default=None, help="binarized directory (default: the checkpoint's)")
-    io.add_argument("--source-lang", default=None, help="for --split (default: the checkpoint's)")
+    io.add_argument(
+        "--source-lang", default=None, type=lang_code, help="for --split (default: the checkpoint's)"
+    )
     io.add_argument(
         "--target-lang",
         default=None,
@@ -139,7 +161,7 @@ def _placeholders_if_diverged(args: argparse.Namespace) -> bool:
             )
         lines = split_size(args.data_dir, args.split)
     else:
-        start, stop = shard_range(count_lines(args.input), args.shard)
+        start, stop = shard_range(count_lines(args.input or args.raw_input), args.shard)
         lines = stop - start
     return skip_diverged(args.skip_if_diverged, text=text, lines=lines)
 
@@ -184,7 +206,14 @@ def run(args: argparse.Namespace) -> int:
         )
         origin = f"{args.input}" + (f" shard {args.shard[0]}/{args.shard[1]}" if args.shard else "")
     else:
-        if args.input is not None:
+        if args.raw_input is not None:
+            from pipeline_lib.data.raw_text import SourcePreparer, text_recipe
+
+            text_meta = Path(args.text_meta) if args.text_meta else None
+            prepare = SourcePreparer(text_recipe(info.bin_dir, text_meta))
+            lines = prepare(read_raw_lines(args.raw_input))
+            sources = encode_lines(lines, info.vocab, max_pos, args.raw_input)
+        elif args.input is not None:
             sources = read_text_sources(args.input, info.vocab, max_pos)
         else:
             src_lang = args.source_lang or data.get("src_lang") or info.meta.get("src_lang")

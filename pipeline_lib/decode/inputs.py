@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.data.indexed import IndexedDataset, dataset_exists, load_meta, split_prefix
+from pipeline_lib.data.integrity import verify_split
 from pipeline_lib.data.textio import count_lines, decode_line, read_lines
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import CheckpointError, ConfigError, InputError
@@ -73,15 +74,30 @@ def read_text_sources(path: str, vocab: Vocabulary, max_positions: int) -> Sourc
         if not os.path.isfile(path):
             raise InputError(f"{path}: input file not found")
         lines = list(read_lines(path))
+    return encode_lines(lines, vocab, max_positions, path)
+
+
+def read_raw_lines(path: str) -> list[str]:
+    """Untokenized text, one sentence per line (``-``: stdin), strictly decoded."""
+    if path == "-":
+        stdin = Path("<stdin>")
+        return [decode_line(stdin, n, raw) for n, raw in enumerate(sys.stdin.buffer, 1)]
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: input file not found")
+    return list(read_lines(path))
+
+
+def encode_lines(lines: list[str], vocab: Vocabulary, max_positions: int, origin: str) -> Sources:
+    """Subword lines as ids; a line too long for the model names its line number."""
     ids: list[list[int]] = []
     unk = total = 0
     for lineno, line in enumerate(lines, 1):
         seq = vocab.encode(line.split())
-        _check_length(len(seq), max_positions, f"{path}:{lineno}")
+        _check_length(len(seq), max_positions, f"{origin}:{lineno}")
         unk += seq.count(vocab.unk)
         total += len(seq)
         ids.append(seq)
-    return Sources(ids, lines, None, unk, total, path)
+    return Sources(ids, lines, None, unk, total, origin)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -155,6 +171,7 @@ def read_binarized_sources(
 ) -> Sources:
     prefix = split_prefix(info.bin_dir, split, src_lang)
     data = IndexedDataset(prefix)
+    verify_split(info.bin_dir, split, src_lang, info.meta)
     vocab = info.vocab
     ids: list[list[int]] = []
     unk = total = 0
@@ -167,6 +184,7 @@ def read_binarized_sources(
     refs = None
     if tgt_lang and dataset_exists(split_prefix(info.bin_dir, split, tgt_lang)):
         tgt = IndexedDataset(split_prefix(info.bin_dir, split, tgt_lang))
+        verify_split(info.bin_dir, split, tgt_lang, info.meta)
         if len(tgt) != len(data):
             raise InputError(
                 f"{info.bin_dir}: split {split} has {len(data)} {src_lang} but {len(tgt)} {tgt_lang} lines"

@@ -8,7 +8,11 @@ the prefix. Every clause but the first two looks at the mean training nll over t
 threshold, noisily). The clauses:
 
 * ``non_finite``: a non-finite loss or gradient norm, checked on every update;
-* ``loss_scale``: fp16's loss scale collapsed (gradients keep overflowing);
+* ``loss_scale``: fp16's loss scale collapsed (gradients keep overflowing): with ``--amp fp16`` it
+  fell below :data:`MIN_LOSS_SCALE`; with ``fairseq_fp16`` an overflow left it at or below
+  ``--min-loss-scale``, where fairseq stops ("Minimum loss scale reached"), or it sits at its
+  ``--threshold-loss-scale`` floor and :data:`FLOOR_OVERFLOW_UPDATES` updates in a row overflowed:
+  fairseq would skip every update from there to the end of its budget, with the same weights;
 * ``blew_up``: the run had learned (its window mean went :data:`LEARNED_MARGIN_BITS` below the
   threshold) and climbed back to or above it;
 * ``stuck``: at update ``divergence_after`` or later, the window mean is still at or above the
@@ -28,16 +32,29 @@ from __future__ import annotations
 import collections
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from pipeline_lib.data.indexed import IndexedDataset
 
+
+class LossScale(Protocol):
+    """What the rule reads of fairseq's scaler (pipeline_lib/train/loss_scaler.py)."""
+
+    loss_scale: float
+
+    def at_floor(self) -> bool: ...
+
+
 UNIGRAM = "unigram"  # --divergence-threshold unigram: the training targets' unigram entropy
 MIN_FINAL_UPDATES = 20
 MIN_LOSS_SCALE = 1e-4  # fp16: below this the run is declared diverged (fairseq's --min-loss-scale)
+# fairseq_fp16 with a --threshold-loss-scale floor: gradients that overflow this many updates in a row at
+# the floor (1/32 in the authors' scripts, 2^12 below fairseq's initial scale) will not recover; fairseq
+# would go on skipping every update to the end of its budget without changing a weight.
+FLOOR_OVERFLOW_UPDATES = 100
 # How far below the threshold a window mean must go to count as learned: a run hovering at the
 # threshold is stuck, not a run that learned and blew up (window means of a stalled run move by a
 # few hundredths of a bit).
@@ -69,7 +86,7 @@ def unigram_entropy_bits(targets: IndexedDataset, vocab_size: int, eos: int) -> 
     return float(-(p * np.log2(p)).sum())
 
 
-def describe_rule(setting: float | str | None, window: int, after: int) -> str:
+def describe_rule(setting: float | str | None, window: int, after: int, amp: str = "none") -> str:
     """The rule in words, for tables and the stability map (which must state the same rule)."""
     threshold = {None: "log2(vocab)", UNIGRAM: "the unigram entropy of the training targets"}.get(
         setting if setting is None or setting == UNIGRAM else "", f"{setting} bits/token"
@@ -78,7 +95,19 @@ def describe_rule(setting: float | str | None, window: int, after: int) -> str:
         f"a non-finite loss; or a mean training nll over {window} updates that is still at or above "
         f"{threshold} at update {after} or later (stuck), that is back at or above it after having gone "
         f"{LEARNED_MARGIN_BITS:g} bits below (blew up), or that is more than {UNIFORM_MARGIN_BITS:g} bit above log2(vocab) (worse than uniform)"
+        + _loss_scale_clause(amp)
     )
+
+
+def _loss_scale_clause(amp: str) -> str:
+    if amp == "fairseq_fp16":
+        return (
+            "; or, in fp16, an overflow that leaves the loss scale at --min-loss-scale (fairseq's 'Minimum "
+            f"loss scale reached') or {FLOOR_OVERFLOW_UPDATES} overflows in a row at its --threshold-loss-scale floor"
+        )
+    if amp == "fp16":
+        return f"; or, in fp16, a loss scale below {MIN_LOSS_SCALE:g}"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -90,10 +119,21 @@ class Verdict:
 class DivergenceMonitor:
     """Checks every update; keeps the window of recent training nll (bits), which checkpoints carry."""
 
-    def __init__(self, setting: float | str | None, window: int, after: int, fp16: bool) -> None:
+    def __init__(
+        self,
+        setting: float | str | None,
+        window: int,
+        after: int,
+        fp16: bool,
+        fairseq_scaler: LossScale | None = None,
+        min_loss_scale: float = MIN_LOSS_SCALE,
+    ) -> None:
         self.setting = setting
         self.after = after  # the update from which a run still at the threshold is stuck
         self.fp16 = fp16
+        self.fairseq_scaler = fairseq_scaler  # fairseq_fp16: its scaler's floor and minimum apply
+        self.min_loss_scale = min_loss_scale
+        self.floor_overflows = 0  # fairseq_fp16: consecutive overflows with the scale at its floor
         self.recent_nll: collections.deque[float] = collections.deque(maxlen=window)
         self.learned = False  # a window mean went LEARNED_MARGIN_BITS below the threshold
         self.threshold = math.nan  # nll bits/token; set by set_threshold from the config and the data
@@ -110,17 +150,33 @@ class DivergenceMonitor:
         return self.threshold
 
     def state(self) -> dict[str, object]:
-        return {"recent_nll": list(self.recent_nll), "learned": self.learned}
+        return {
+            "recent_nll": list(self.recent_nll),
+            "learned": self.learned,
+            "floor_overflows": self.floor_overflows,
+        }
 
     def restore(self, state: dict[str, object]) -> None:
         self.recent_nll.clear()
         self.recent_nll.extend(float(x) for x in state.get("recent_nll", []))  # type: ignore[union-attr]
         self.learned = bool(state.get("learned", False))
+        self.floor_overflows = int(state.get("floor_overflows", 0))  # type: ignore[call-overload]
 
     def check(
-        self, num_updates: int, loss_bits: float, nll_bits: float, gnorm: float, loss_scale: float | None
+        self,
+        num_updates: int,
+        loss_bits: float,
+        nll_bits: float,
+        gnorm: float,
+        loss_scale: float | None,
+        skipped: bool = False,
     ) -> Verdict | None:
-        """The verdict if the run diverged at this update (``num_updates`` done before it), else None."""
+        """The verdict if the run diverged at this update (``num_updates`` done before it), else None.
+        ``loss_scale`` is the fp16 scale after this update's rescale; ``skipped``: it overflowed."""
+        if self.fairseq_scaler is not None:
+            return self._check_fairseq_scale(skipped) or (
+                None if skipped else self._check_values(num_updates, loss_bits, nll_bits, gnorm)
+            )
         if self.fp16:
             if loss_scale is not None and loss_scale < MIN_LOSS_SCALE:
                 return Verdict(
@@ -128,6 +184,32 @@ class DivergenceMonitor:
                 )
             if not math.isfinite(gnorm):
                 return None  # an overflow the scaler has just handled
+        return self._check_values(num_updates, loss_bits, nll_bits, gnorm)
+
+    def _check_fairseq_scale(self, skipped: bool) -> Verdict | None:
+        scaler = self.fairseq_scaler
+        assert scaler is not None
+        if not skipped:
+            self.floor_overflows = 0
+            return None
+        if scaler.loss_scale <= self.min_loss_scale:
+            # fairseq's words (fp16_optimizer.py:142-146), where it raises FloatingPointError
+            return Verdict(
+                "loss_scale",
+                f"Minimum loss scale reached ({self.min_loss_scale}). Your loss is probably exploding.",
+            )
+        self.floor_overflows = self.floor_overflows + 1 if scaler.at_floor() else 0
+        if self.floor_overflows >= FLOOR_OVERFLOW_UPDATES:
+            return Verdict(
+                "loss_scale",
+                f"fp16 loss scale at its floor {scaler.loss_scale:g} (--threshold-loss-scale) and "
+                f"{self.floor_overflows} updates in a row overflowed; fairseq would skip every update from here",
+            )
+        return None
+
+    def _check_values(
+        self, num_updates: int, loss_bits: float, nll_bits: float, gnorm: float
+    ) -> Verdict | None:
         if not math.isfinite(loss_bits):
             return Verdict("non_finite", f"non-finite loss ({loss_bits})")
         if not math.isfinite(gnorm):

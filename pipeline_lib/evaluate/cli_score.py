@@ -11,6 +11,7 @@ from pipeline_lib.atomic import write_json
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
 from pipeline_lib.divergence.placeholders import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate.fairseq_bleu import read_generate
 from pipeline_lib.evaluate.metric_registry import (
     METRICS,
     ScoreInputs,
@@ -20,6 +21,7 @@ from pipeline_lib.evaluate.metric_registry import (
 )
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import check_same_length, read_segments
+from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="metrics to compute (default: all but the compound-split ones; tok_bleu only when tokenized "
         "inputs are available)",
     )
-    tok = p.add_argument_group("tokenized BLEU (multi-bleu.perl convention)")
+    gen = p.add_argument_group("tokenized BLEU as fairseq-generate --remove-bpe prints it (tok_bleu)")
+    gen.add_argument(
+        "--generate",
+        help="translate's --output-generate file of a binarized split: its first H line per sentence (the "
+        "model's subwords) against its T line (the binarized reference, unknown words as <<unk>>)",
+    )
+    gen.add_argument(
+        "--subword",
+        choices=("bpe", "spm", "none"),
+        default="bpe",
+        help="how subwords are removed from H and T lines (bpe: fairseq's --remove-bpe '@@ '; default bpe)",
+    )
+    tok = p.add_argument_group("re-tokenized BLEU (tok_bleu_retok, multi-bleu.perl convention)")
     tok.add_argument("--hyp-tok", help="Moses-tokenized hypothesis (BPE removed)")
     tok.add_argument("--ref-tok", help="Moses-tokenized reference")
     tok.add_argument(
@@ -48,6 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     tok.add_argument(
         "--moses-lang",
+        type=lang_code,
         help="tokenize whichever of --hyp-tok/--ref-tok is missing from the detokenized file as fairseq's "
         "prepare-wmt14 scripts tokenize test (sed s/’/'/g, tokenizer.perl -a; no normalization)",
     )
@@ -63,6 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_skip_argument(p)
     p.add_argument(
         "--lang",
+        type=lang_code,
         help="language of hypothesis and reference (ISO 639-1, e.g. fr; default: the reference file's "
         "suffix, as in test.fr); METEOR's Snowball stemmer is that language's, and its WordNet synonym "
         "module runs only for en",
@@ -117,7 +133,11 @@ def _wanted(args: argparse.Namespace) -> list[str]:
     """The metrics to compute, in the registry's order: --metrics, else every metric but the
     compound-split ones (tokenized BLEU only with tokenized inputs), plus --compound-split's."""
     can_tokenize = bool(args.hyp_tok or args.ref_tok or args.moses_lang)
-    plain = [n for n, m in METRICS.items() if not m.compound_split and (not m.pair or can_tokenize)]
+    plain = [
+        n
+        for n, m in METRICS.items()
+        if not m.compound_split and (not m.pair or can_tokenize) and (not m.generate or args.generate)
+    ]
     wanted = set(args.metrics) if args.metrics else set(plain)
     schemes = {scheme: name for name, scheme in compound_split_metrics().items()}
     wanted |= {schemes[s] for s in args.compound_split}
@@ -137,6 +157,8 @@ def _check_inputs(args: argparse.Namespace, wanted: list[str], lang: str | None)
     if any(s.compound_split for s in specs) and not args.moses_lang:
         raise ConfigError("the compound-split metrics need --moses-lang (the target language)")
     for spec in specs:
+        if spec.generate and not args.generate:
+            raise ConfigError(f"--metrics {spec.name} needs --generate (translate's --output-generate file)")
         if spec.needs_ref_tok and not args.ref_tok:
             raise ConfigError(f"{spec.name} {spec.needs_ref_tok}: give --ref-tok")
 
@@ -153,6 +175,10 @@ def score_system(args: argparse.Namespace) -> dict[str, Any]:
     tokenized = _tokenized_inputs(args, hyps, refs) if pair else None
     if pair and tokenized is None:
         raise ConfigError(f"--metrics {pair[0]} needs --hyp-tok/--ref-tok or --moses-lang")
+    generate = None
+    if any(metric_spec(n).generate for n in wanted):
+        generate = read_generate(args.generate, args.subword)
+        check_same_length(args.generate, generate.hyps, args.hyp, hyps)
     inputs = ScoreInputs(
         hyps=hyps,
         refs=refs,
@@ -161,6 +187,7 @@ def score_system(args: argparse.Namespace) -> dict[str, Any]:
         ref_tok=read_segments(args.ref_tok, allow_empty=False) if args.ref_tok else None,
         tokenized=tokenized,
         use_wordnet=not args.no_wordnet,
+        generate=generate,
     )
     scores: dict[str, Any] = {name: metric_spec(name).score(inputs) for name in wanted}
     for name, value in scores.items():

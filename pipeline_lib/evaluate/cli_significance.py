@@ -9,9 +9,10 @@ from typing import Any
 
 from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
-from pipeline_lib.errors import ConfigError
+from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.evaluate import compound_split as CS
 from pipeline_lib.evaluate import significance as S
+from pipeline_lib.evaluate.fairseq_bleu import paired_view, read_generate
 from pipeline_lib.evaluate.metric_registry import metric_spec, testable_names
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import (
@@ -45,6 +46,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics", nargs="+", default=["bleu"], choices=sorted(testable_names()), help="default: bleu"
     )
+    generated = ", ".join(m for m in testable_names() if metric_spec(m).generate)
+    gen = p.add_argument_group(f"fairseq-generate BLEU (--metrics {generated})")
+    gen.add_argument(
+        "--generate",
+        nargs="+",
+        type=_named_path,
+        default=[],
+        help="NAME=FILE: translate's --output-generate file of the baseline and of every system (their "
+        "H lines against the binarized reference's T lines, as fairseq-generate scores)",
+    )
+    gen.add_argument("--subword", choices=("bpe", "spm", "none"), default="bpe", help="default: bpe")
     tokenized = ", ".join(m for m in testable_names() if metric_spec(m).tokenized)
     tok = p.add_argument_group(f"tokenized BLEU (--metrics {tokenized})")
     tok.add_argument("--ref-tok", help="tokenized reference (default: tokenize --ref as below)")
@@ -92,6 +104,39 @@ def _tokenized_view(
     scheme = hypothesis_scheme(args.ref_tok, args.ref_tok_meta)
     named_tok = [(name, tokenize_lines(hyps, args.moses_lang, scheme)) for name, hyps in named]
     return named_tok, ref_tok
+
+
+def _generate_view(
+    args: argparse.Namespace, metric: str, names: list[str]
+) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """The systems and reference as fairseq-generate's BLEU4 compares them (fairseq_bleu.paired_view);
+    every system must have been decoded against the same binarized reference."""
+    files = dict(args.generate)
+    missing = [n for n in names if n not in files]
+    if missing:
+        raise ConfigError(f"--metrics {metric} needs --generate NAME=FILE for {missing}")
+    # a diverged run's placeholder (divergence/placeholders.py) holds one empty line per sentence and no
+    # H/T lines: it competes with empty hypotheses, as its text file does in the other views
+    decoded = {n: read_generate(files[n], args.subword) for n in names if not _is_placeholder(files[n])}
+    if not decoded:
+        raise InputError(f"--generate: every file is a diverged run's placeholder: {sorted(files.values())}")
+    gens = list(decoded.values())
+    for gen in gens[1:]:
+        if gen.refs != gens[0].refs:
+            # another vocabulary (a back-translation mix's, say) marks other reference words <unk>:
+            # the pairs are compared on the first system's binarized reference, and the log says so
+            log.warning(
+                "%s: its T lines differ from %s's (another vocabulary's <unk>); %s is compared on the latter",
+                gen.path, gens[0].path, metric,
+            )  # fmt: skip
+    refs = gens[0].refs
+    views = [paired_view(decoded[n].hyps if n in decoded else [""] * len(refs), refs) for n in names]
+    return [(n, hyps) for n, (hyps, _) in zip(names, views, strict=True)], views[0][1]
+
+
+def _is_placeholder(path: str) -> bool:
+    with open(path, encoding="utf-8") as handle:
+        return not handle.read().strip()
 
 
 def _compound_split_view(
@@ -145,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
         spec = metric_spec(metric)
         if spec.compound_split:
             views[metric] = _compound_split_view(args, metric, named, refs)
+        elif spec.generate:
+            views[metric] = _generate_view(args, metric, names)
         elif spec.tokenized:
             views[metric] = _tokenized_view(args, named, refs)
         else:

@@ -29,6 +29,7 @@ class ScoreInputs:
     ref_tok: list[str] | None = None  # --ref-tok's lines (the preprocessed reference)
     tokenized: tuple[list[str], list[str], dict[str, str]] | None = None  # (hyp_tok, ref_tok, sources)
     use_wordnet: bool = True
+    generate: Any = None  # fairseq_bleu.GenerateFile of --generate: the model's tokens and the binarized ref
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class MetricSpec:
     bleu: bool = False  # a BLEU: Table 1's BLEU column, a translation floor
     tokenized: bool = False  # scored on Moses-tokenized text: the workflow passes the tokenized reference
     pair: bool = False  # needs `score`'s tokenized pair (--hyp-tok/--ref-tok or --moses-lang)
+    generate: bool = False  # reads translate's generate file (`score --generate`), as fairseq-generate scores
     compound_split: str | None = None  # the `score --compound-split` scheme that adds it
     needs_ref_tok: str | None = None  # why it reads --ref-tok (then it is required)
     needs_lang: str | None = None  # why it needs the target language (--lang)
@@ -108,7 +110,8 @@ _CS = "pipeline_lib.evaluate.compound_split"
 _P = "pipeline_lib.evaluate.significance"
 _TOK = "tokenized BLEU"
 register(MetricSpec("bleu", "sacreBLEU↑", f"{_M}:score_sacre_bleu", "sacreBLEU", bleu=True, paired=f"{_P}:paired_sacre_bleu", column=1))  # fmt: skip
-register(MetricSpec("tok_bleu", "BLEU↑", f"{_M}:score_tokenized_bleu", _TOK, "tokenized BLEU (multi-bleu.perl convention)", bleu=True, tokenized=True, pair=True, paired=f"{_P}:paired_tokenized_bleu", column=0))  # fmt: skip
+register(MetricSpec("tok_bleu", "BLEU↑", "pipeline_lib.evaluate.fairseq_bleu:score_fairseq_bleu", _TOK, "tokenized BLEU as fairseq-generate --remove-bpe prints it (BLEU4: the model's own tokens against the binarized reference, unknown words as <<unk>>; no smoothing)", bleu=True, generate=True, paired=f"{_P}:paired_tokenized_bleu", column=0))  # fmt: skip
+register(MetricSpec("tok_bleu_retok", "BLEU (re-tokenized)↑", f"{_M}:score_tokenized_bleu", f"{_TOK} (re-tokenized)", "multi-bleu.perl on the detokenized hypothesis re-tokenized as the reference was, against the preprocessed reference", bleu=True, tokenized=True, pair=True, paired=f"{_P}:paired_tokenized_bleu"))  # fmt: skip
 register(MetricSpec("tok_bleu_t2t", "BLEU (t2t compound split)↑", f"{_CS}:score_t2t", f"{_TOK} (t2t compound split)", "tokenized BLEU, ##AT## compound split after tensor2tensor's get_ende_bleu.sh tokenization", bleu=True, tokenized=True, compound_split="t2t", paired=f"{_P}:paired_tokenized_bleu"))  # fmt: skip
 register(MetricSpec("tok_bleu_wang", "BLEU (DLCL eval, compound split)↑", f"{_CS}:score_wang", f"{_TOK} (DLCL eval, compound split)", "tokenized BLEU, ##AT## compound split after dlcl's wmt_en2de_google_multi_bleu.sh tokenization (Wang et al.'s eval)", bleu=True, tokenized=True, compound_split="wang", needs_ref_tok="detokenizes the tokenized reference (dlcl's T lines)", paired=f"{_P}:paired_tokenized_bleu"))  # fmt: skip
 register(MetricSpec("ter", "TER↓", f"{_M}:score_ter", "TER", higher_is_better=False, paired=f"{_P}:paired_ter", column=2))  # fmt: skip

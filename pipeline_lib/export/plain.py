@@ -48,6 +48,7 @@ class ExportSource:
     residual: str  # the trained variant (before folding)
     subword_model: Path | None  # BPE codes or SentencePiece model of the data, when recorded
     subword: str  # "bpe", "spm" or "none"
+    bin_dir: Path | None = None  # the data directory (its meta.json leads to the raw-text recipe)
 
 
 def plain_transformer(model: TransformerModel) -> tuple[TransformerModel, bool]:
@@ -105,6 +106,7 @@ def load_export_source(checkpoint: str, data_dir: str | None = None) -> ExportSo
         residual,
         subword_model,
         info.meta.get("subword", "none"),
+        info.bin_dir,
     )
 
 

@@ -23,9 +23,16 @@ INITS = ("xavier", "lipschitz")
 # Where a stabilizer's paper and its authors' code disagree, both (pipeline_lib/model/stabilizers/):
 DS_INIT_VARIANTS = ("code", "paper")  # bound × l^(-1/4) (bzhangGo/zero) or × l^(-1/2) (the paper)
 DEEPNORM_BETAS = ("paper", "torchscale")  # encoder β 0.87·(N⁴M)^(-1/16) or 1.15·(N⁴M)^(-1/16)
+# DeepNorm / B2T / DS-Init start from their authors' own base init, or from the fairseq base every
+# other method shares (then the method's factor): pipeline_lib/model/stabilizers/{deepnorm,b2t,ds_init}.py
+STABILIZER_INITS = ("authors", "fairseq")
 
 # Fields that change the set of residual sub-layers: an Admin profile is only valid for these.
 ARCHITECTURE_FIELDS = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads", "residual")
+
+# torch.compile modes `train --compile-mode` takes (pipeline_lib/model/compile.py); here, torch-free, for the
+# config layer and the workflow schema
+COMPILE_MODES = ("default", "reduce-overhead")
 
 
 def _model(default: Any, help: str | None = None, **meta: Any) -> Any:
@@ -70,6 +77,13 @@ class ModelConfig:
         "code",
         "DS-Init bound: code (the authors' released code, Xavier × l^-1/4; default) or paper (× l^-1/2)",
         choices=DS_INIT_VARIANTS,
+        recipe=True,
+    )
+    stabilizer_init: str = _model(
+        "authors",
+        "base init of DeepNorm, B2T and DS-Init: authors (as each method's released code draws its weights; "
+        "default) or fairseq (the fairseq base every other method starts from, times the method's factor)",
+        choices=STABILIZER_INITS,
         recipe=True,
     )
     deepnorm_beta: str = _model(

@@ -34,7 +34,9 @@ GRADIENT_BYTES = 4
 # loss' fp32 gradient takes the copy's place in backward. An H200 measured ~12.5 B per logit
 # (bench/results/gpu-nvidia-h200-evidence.json, base and big 6L-6L).
 BYTES_PER_LOGIT = 12
-AMP_BYTES = {"none": 4, "bf16": 2, "fp16": 2}
+# fairseq_fp16 (fp16 weights over fp32 masters) is modelled as autocast fp16: the same weight, Adam and
+# 16-bit copy bytes; its fp16 residual stream makes the fp32 STREAM_BYTES an upper bound. Not measured.
+AMP_BYTES = {"none": 4, "bf16": 2, "fp16": 2, "fairseq_fp16": 2}
 STREAM_BYTES = 4  # the residual stream and the LayerNorms' inputs: fp32 under autocast too
 LN_STATS_BYTES = 8  # a LayerNorm's mean and rstd, fp32, per token
 MASK_BYTES = 1  # this code's dropout keeps a uint8 keep-mask
@@ -59,7 +61,7 @@ class Recipe:
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
-    amp: str = "none"  # none | bf16 | fp16
+    amp: str = "none"  # none | bf16 | fp16 | fairseq_fp16
     fused_attention: bool = True  # CUDA's flash / memory-efficient SDPA kernels
 
     def __post_init__(self) -> None:

@@ -1,9 +1,11 @@
 """``report``: render results/tables.md, the learning curves and the stability map.
 
-Usage (the workflow's report rules; the spec is written by the ``report_spec`` rule)::
+Usage (the workflow's report rules; the specs are written by the ``report_spec`` and ``curves_spec``
+rules, pipeline_lib/report/spec_file.py)::
 
     python -m pipeline_lib report --spec results/report_spec.json --tables results/tables.md
     python -m pipeline_lib report --spec results/report_spec.json --learning-curves results/plots/lc.png
+    python -m pipeline_lib report --spec results/plots/learning_curves.spec.json --learning-curves lc.png
     python -m pipeline_lib report --spec results/report_spec.json \\
         --stability-map results/plots/stability_map.png --stability-table results/stability_map.md
 
@@ -15,11 +17,7 @@ table; every number in the outputs is read from those files.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import shlex
-from collections.abc import Iterable
 
 from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import ConfigError
@@ -28,24 +26,9 @@ from pipeline_lib.report.inputs import read_spec
 log = logging.getLogger(__name__)
 
 
-def configfile_flags(configfiles: Iterable[str | os.PathLike[str]]) -> str:
-    """`` --configfiles a.yaml`` for the report_spec rule: the files given on the command line
-    (Snakemake's ``workflow.overwrite_configfiles``, absolute paths) relative to the working directory,
-    as the user typed them; empty for the default config."""
-    files = [os.path.relpath(f) for f in configfiles]
-    return (" --configfiles " + " ".join(shlex.quote(f) for f in files)) if files else ""
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    spec = p.add_mutually_exclusive_group(required=True)
-    spec.add_argument("--spec", help="report spec JSON (results/report_spec.json)")
-    spec.add_argument("--spec-json", help="the spec itself, as JSON text (the workflow's report_spec rule)")
-    p.add_argument("--write-spec", help="write the spec (indented, sorted keys) to this file")
     p.add_argument(
-        "--configfiles",
-        nargs="+",
-        default=[],
-        help="with --write-spec: the --configfile(s) the workflow was given, for the tables' rerun hint",
+        "--spec", required=True, help="report spec JSON (results/report_spec.json, written by the workflow)"
     )
     p.add_argument("--tables", help="write the markdown tables here")
     p.add_argument("--learning-curves", help="write the train/dev perplexity plot (PNG) here")
@@ -55,23 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if args.write_spec:
-        if not args.spec_json:
-            raise ConfigError("--write-spec goes with --spec-json")
-        try:
-            spec = json.loads(args.spec_json)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--spec-json: not valid JSON ({exc.msg})") from None
-        if args.configfiles:
-            spec["configfiles"] = args.configfiles
-        write_text(args.write_spec, json.dumps(spec, indent=2, sort_keys=True) + "\n")
-        print(f"wrote {args.write_spec}")
-        return 0
     if not (args.tables or args.learning_curves or args.stability_map or args.stability_table):
         raise ConfigError("nothing to do: give --tables, --learning-curves or --stability-map")
-    if args.spec is None:
-        raise ConfigError("rendering reads the spec from a file: give --spec")
-    spec = read_spec(args.spec)
+    only_curves = not (args.tables or args.stability_map or args.stability_table)
+    spec = read_spec(args.spec, ("experiments",) if only_curves else ("split", "experiments", "tables"))
     if args.tables:
         from pipeline_lib.report.tables import render
 

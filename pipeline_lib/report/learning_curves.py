@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
         status = read_json(info["status"])
         labels[name] = model_label(Run(name, info, status, None))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
-    colors = {name: f"C{i % 10}" for i, name in enumerate(logs)}  # one colour per run in both panels
+    colors = stable_colors(logs)  # one colour per run in both panels, the same in every rerun
     for ax, attr, title in ((axes[0], "train_points", "Training"), (axes[1], "valid_points", "Development")):
         for name, log in logs.items():
             points = sorted(getattr(log, attr))
@@ -58,6 +60,27 @@ def learning_curves(spec: dict[str, Any], path: str) -> dict[str, TrainLog]:
     fig.tight_layout()
     save_figure(fig, path)
     return logs
+
+
+def stable_colors(names: Iterable[str]) -> dict[str, str]:
+    """A colour per experiment that follows its name, not its place in the spec: a rerun, a reordered
+    config or a table added elsewhere leaves it unchanged. Each name takes the palette slot its hash
+    picks, the next free one on a clash (in name order, so clashes resolve the same way every time)."""
+    ordered = sorted(set(names))
+    palette = plt.get_cmap("tab10" if len(ordered) <= 10 else "tab20").colors
+    taken: set[int] = set()
+    colors: dict[str, str] = {}
+    for name in ordered:
+        wanted = int(hashlib.sha256(name.encode()).hexdigest(), 16) % len(palette)
+        free = [(wanted + step) % len(palette) for step in range(len(palette))]
+        slot = next((i for i in free if i not in taken), wanted)  # more runs than colours: share
+        taken.add(slot)
+        colors[name] = _hex(palette[slot])
+    return colors
+
+
+def _hex(rgb: tuple[float, ...]) -> str:
+    return "#" + "".join(f"{round(c * 255):02x}" for c in rgb[:3])
 
 
 def _at(points: list[tuple[int, float]], update: int) -> float:

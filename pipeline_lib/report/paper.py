@@ -1,7 +1,7 @@
 """The paper's number beside ours: a table's ``paper`` mapping (config ``tables.<table>.paper``).
 
 Each entry names its source and gives the paper's score per metric (``tok_bleu``, ``bleu``, ``ter``,
-``meteor``, ``chrf``), or ``diverged: true`` where the paper reports a failed run, or
+``meteor``, ``chrf``; ``<metric>_std`` the ± the paper prints beside a mean over runs), or ``diverged: true`` where the paper reports a failed run, or
 ``unreported: <why>`` where the paper has no such row. The table shows the paper's value of its own
 metric and ours minus the paper's, and says how many rows agree within the tolerance.
 """
@@ -46,7 +46,9 @@ class PaperColumns:
         if value is None:
             return ["–", "–"]
         ours = run.metric(self.metric)
-        return [fmt_paper(value), "–" if ours is None else f"{ours - value:+.1f}"]
+        std = entry.get(f"{self.metric}_std")  # a mean over runs, as the paper prints it
+        shown = fmt_paper(value) if std is None else f"{fmt_paper(value)} ± {fmt_paper(std)}"
+        return [shown, "–" if ours is None else f"{ours - value:+.1f}"]
 
     def agreement(self, run: Run) -> bool | None:
         """Within the tolerance (a diverged row agrees with a diverged paper row); None: not comparable."""
@@ -83,7 +85,7 @@ class PaperColumns:
             if "unreported" in entry:
                 lines.append(f"Not in the paper: {model_label(run)}: {entry['unreported']}.")
             elif entry.get(self.metric) is None and not entry.get("diverged"):
-                given = ", ".join(metric_words(m) for m in entry if m in METRICS)
+                given = ", ".join(metric_words(m) for m in entry if m in METRICS)  # not the _std keys
                 lines.append(f"{model_label(run)}: the paper gives {given}, not {name}.")
             if entry.get("source"):
                 by_source.setdefault(entry["source"], []).append(model_label(run))

@@ -18,13 +18,14 @@ config gives the paper's numbers (``tables.<table>.paper``), shows them beside o
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 from pipeline_lib.divergence.rule import CLAUSE_WORDS
 from pipeline_lib.evaluate.metric_registry import default_columns, metric_header, metric_spec, metric_words
 from pipeline_lib.letters import system_letters
 from pipeline_lib.model.registry import residual_label
-from pipeline_lib.report import decoding
+from pipeline_lib.report import decoding, hyperparameters
 from pipeline_lib.report.inputs import Run, load_run, read_json
 from pipeline_lib.report.labels import model_label
 from pipeline_lib.report.marks import (
@@ -40,6 +41,12 @@ from pipeline_lib.report.seed_groups import Row, SeedGroup, load_groups, members
 from pipeline_lib.report.table_registry import instances
 
 __all__ = ["DAGGER", "Significance", "model_label", "render", "render_comparison", "render_table1"]
+
+
+def _optional(metric: str) -> bool:
+    """Scored only from inputs a run may lack (the tokenized pair, the generate file)."""
+    spec = metric_spec(metric)
+    return spec.pair or spec.generate
 
 
 def fmt(value: float | None, decimals: int = 1) -> str:
@@ -211,6 +218,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance)
         "#param",
         "T↓",
         "M↑",
+        "chrF2↑",
         metric_header(bleu),
         "Δ",
         "sacreBLEU↑" if other == "bleu" else "BLEU↑ (tok)",
@@ -221,19 +229,23 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance)
         header[2:2] = ["Train ppl at 20/40/60/80/100% of its updates", "Dev ppl↓"]
     if paper.active:
         header += paper_header(bleu)
+    trained_differently = hyperparameters.differing(rows)
+    if trained_differently:
+        header.append(hyperparameters.HEADER)
     dec_column = decoding.varies(rows)
     if dec_column:
         header.append(decoding.HEADER)
     lines += [_row(header), _row([":---"] + ["---:"] * (len(header) - 1))]
     for run in rows:
         if run.diverged:
-            cells = [model_label(run), fmt_params(run.parameters), "", "", "diverged", "", "diverged"]
+            cells = [model_label(run), fmt_params(run.parameters), "", "", "", "diverged", "", "diverged"]
         else:
             cells = [
                 model_label(run),
                 fmt_params(run.parameters),
                 metric_cell(run, "ter"),
                 metric_cell(run, "meteor"),
+                metric_cell(run, "chrf"),
                 metric_cell(run, bleu, sig.mark(run.name) if sig.metric == bleu else ""),
                 _delta(run, base, bleu),
                 metric_cell(run, other, sig.mark(run.name) if sig.metric == other else ""),
@@ -242,12 +254,14 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance)
             cells[2:2] = [row_curve_cell(run), fmt(dev_perplexity(run), 0)]
         if paper.active:
             cells += paper.cells(run)
+        if trained_differently:
+            cells.append(hyperparameters.cell(run, trained_differently))
         if dec_column:
             cells.append("–" if run.diverged else decoding.cell(run))
         lines.append(_row(cells))
     lines.append("")
     lines.append(
-        f"T: TER, M: METEOR, BLEU: {metric_spec(bleu).definition or metric_words(bleu)}; "
+        f"T: TER, M: METEOR, chrF2: character n-gram F-score (β = 2), BLEU: {metric_spec(bleu).definition or metric_words(bleu)}; "
         f"Δ: BLEU difference against {model_label(base)}. Split: {spec['split']}."
         + (
             " Train ppl: the training perplexity logged at 20%, 40%, ... of the run's updates (the curve "
@@ -262,7 +276,7 @@ def render_table1(spec: dict[str, Any], runs: dict[str, Row], sig: Significance)
     lines += [
         "",
         "Signatures:",
-        *_signatures(rows, list(dict.fromkeys([bleu, "tok_bleu", "bleu", "ter", "meteor"]))),
+        *_signatures(rows, list(dict.fromkeys([bleu, "tok_bleu", "bleu", "ter", "meteor", "chrf"]))),
         "",
     ]
     return lines
@@ -284,8 +298,8 @@ def render_comparison(
     floor = Floor(floor_value, tested)
     sig = sig.against(base, rows, floor)
     metrics = comp.get("metrics") or default_columns()
-    # a metric scored only from tokenized inputs has no column where no row has it
-    metrics = [m for m in metrics if not metric_spec(m).pair or any(r.metric(m) is not None for r in rows)]
+    # a metric scored only from optional inputs has no column where no row has it
+    metrics = [m for m in metrics if not _optional(m) or any(r.metric(m) is not None for r in rows)]
     if tested not in metrics:
         metrics.append(tested)  # the tested metric always has a column for its marks
     paper = PaperColumns(paper_entries(comp.get("paper"), tested), tested, tolerance)
@@ -294,6 +308,8 @@ def render_comparison(
     header = ["Model", "Enc", "Dec", "Width", "Residual", "Init", "BT", "#param", "Updates"]
     header += [metric_header(m) for m in metrics] + ["Δ"]
     header += paper_header(tested) if paper.active else []
+    trained_differently = hyperparameters.differing(rows)
+    header += [hyperparameters.HEADER] if trained_differently else []
     header += [decoding.HEADER] if dec_column else []  # last: the metric columns keep their places
     lines += [_row(header), _row([":---"] + ["---:"] * 2 + [":---:"] * 4 + ["---:"] * (len(header) - 7))]
     for run in rows:
@@ -317,6 +333,8 @@ def render_comparison(
             cells.append(_delta(run, base, tested))
         if paper.active:
             cells += paper.cells(run)
+        if trained_differently:
+            cells.append(hyperparameters.cell(run, trained_differently))
         if dec_column:
             cells.append("–" if run.diverged else decoding.cell(run))
         lines.append(_row(cells))
@@ -412,10 +430,17 @@ def render_data(metas: dict[str, str | list[str]]) -> list[str]:
 
 def rerun_command(spec: dict[str, Any]) -> str:
     """The command that rebuilds the tables, with the config files the run was given (the target
-    first: ``--configfile`` takes every word after it as a file)."""
-    cmd = f"snakemake {spec.get('tables_path', 'results/tables.md')}"
+    first: ``--configfile`` takes every word after it as a file), from any directory: ``cd`` into the
+    run's working directory (the config paths are relative to it), ``-s`` when the Snakefile is not
+    there."""
+    cmd = "snakemake"
+    workdir, snakefile = spec.get("workdir"), spec.get("snakefile")
+    if snakefile and workdir and Path(snakefile) != Path(workdir) / "Snakefile":
+        cmd += f" -s {shlex.quote(snakefile)}"
+    cmd += f" {spec.get('tables_path', 'results/tables.md')}"
     files = spec.get("configfiles") or []
-    return cmd + (" --configfile " + " ".join(shlex.quote(f) for f in files) if files else "")
+    cmd += " --configfile " + " ".join(shlex.quote(f) for f in files) if files else ""
+    return f"cd {shlex.quote(workdir)} && {cmd}" if workdir else cmd
 
 
 def render(spec: dict[str, Any]) -> str:

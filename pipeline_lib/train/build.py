@@ -1,5 +1,5 @@
 """What a run trains with: the device, the model (seeded, Admin-initialised, compiled, on its CPU GEMM
-library), the optimizer, the learning-rate schedule and the AMP loss scaler.
+library), the optimizer, the learning-rate schedule and the loss scaler of its precision mode.
 
 The order of the calls in :class:`~pipeline_lib.train.trainer.Trainer` is part of reproducibility:
 the model is built right after ``torch.manual_seed(seed)``, so nothing may draw from the global RNG
@@ -23,11 +23,20 @@ from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.transformer import TransformerModel, build_model
 from pipeline_lib.train.config import TrainConfig
 from pipeline_lib.train.distributed_env import DistributedEnv
+from pipeline_lib.train.fp16_master import FP16MasterWeights
+from pipeline_lib.train.loss_scaler import DynamicLossScaler, default_scale_window
+from pipeline_lib.train.optimizers import OPTIMIZER_CLASSES
 from pipeline_lib.train.schedule import LrSchedule
 
 log = logging.getLogger(__name__)
 
-AMP_DTYPES: dict[str, torch.dtype | None] = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+# The autocast dtype of each --amp mode; fairseq_fp16 casts the model itself (train/fp16_master.py).
+AMP_DTYPES: dict[str, torch.dtype | None] = {
+    "none": None,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fairseq_fp16": None,
+}
 
 
 @dataclass
@@ -89,7 +98,9 @@ def build_train_model(
     if AMP_DTYPES[cfg.amp] is not None:
         keep_layernorm_fp32(model)
     if cfg.compile:
-        log.info("torch.compile: %d layers", compile_layers(model))
+        log.info(
+            "torch.compile (%s): %d layers", cfg.compile_mode, compile_layers(model, mode=cfg.compile_mode)
+        )
     if chunked_loss:  # fp32 on a CPU
         gemm = resolve_cpu_gemm(cfg.cpu_gemm, model_cfg.d_model, cfg.max_tokens)
         set_cpu_gemm(model, gemm)
@@ -100,17 +111,25 @@ def build_train_model(
 
 
 def build_optimizer(cfg: TrainConfig, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    optim_cls = torch.optim.RAdam if cfg.optimizer == "radam" else torch.optim.Adam
-    return optim_cls(
-        params,
-        lr=cfg.warmup_init_lr,
-        betas=cfg.adam_betas,
-        eps=cfg.adam_eps,
-        weight_decay=cfg.weight_decay,
-        # Adam: one fused pass per parameter (CUDA and CPU; GradScaler-aware), 3x faster than
-        # foreach on CPU, where foreach is a loop of per-tensor ops. RAdam has no fused kernel.
-        **({"fused": True} if optim_cls is torch.optim.Adam else {"foreach": True}),
+    """fairseq's Adam or Transformer-Clinic's RAdam (train/optimizers.py), over ``params``: the model's,
+    or with fairseq_fp16 their fp32 masters."""
+    return OPTIMIZER_CLASSES[cfg.optimizer](
+        params, lr=cfg.warmup_init_lr, betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay
     )
+
+
+def build_fp16_master(cfg: TrainConfig, model: nn.Module, world_size: int) -> FP16MasterWeights | None:
+    """fairseq_fp16: the model cast to fp16 behind fp32 masters and fairseq's scaler; else None."""
+    if cfg.amp != "fairseq_fp16":
+        return None
+    window = cfg.fp16_scale_window or default_scale_window(world_size, cfg.update_freq)
+    scaler = DynamicLossScaler(
+        init_scale=cfg.fp16_init_scale,
+        scale_window=window,
+        tolerance=cfg.fp16_scale_tolerance,
+        threshold=cfg.threshold_loss_scale,
+    )
+    return FP16MasterWeights(model, scaler, cfg.min_loss_scale)
 
 
 def build_schedule(cfg: TrainConfig, optimizer: torch.optim.Optimizer) -> LrSchedule:

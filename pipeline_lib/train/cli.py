@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         )
     try:
         if env.rank == 0:
-            prepare_save_dir(Path(cfg.save_dir), run_identity(cfg.to_dict(), model_cfg.to_dict()))
+            identity = run_identity(cfg.to_dict(), model_cfg.to_dict(), env.world_size)
+            prepare_save_dir(Path(cfg.save_dir), identity)
         if env.is_distributed:
             dist.barrier()  # no rank reads the save dir before rank 0 has set another run aside
         outcome = Trainer(cfg, model_cfg, Context(vocab_size, vocab_sha), env).run()

@@ -3,6 +3,8 @@
 Usage::
 
     python -m pipeline_lib average --save-dir work/ckpt/6L --num-epoch-checkpoints 5 --output work/ckpt/6L/avg5.pt
+    python -m pipeline_lib average --save-dir work/ckpt/6L --num-epoch-checkpoints 10 \
+        --checkpoint-upper-bound 50 --output avg.pt   # epochs 41-50, as fairseq's script
     python -m pipeline_lib average --save-dir work/ckpt/6L --num-update-checkpoints 5 --output avg.pt
     python -m pipeline_lib average --inputs a.pt b.pt c.pt --output avg.pt
 
@@ -31,6 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--num-update-checkpoints", type=int, default=None, help="average the last N checkpoint_E_U.pt"
     )
+    p.add_argument(
+        "--checkpoint-upper-bound",
+        type=int,
+        default=None,
+        help="with --num-epoch-checkpoints: only epochs <= this (fairseq's average_checkpoints.py; e.g. 10 "
+        "and 50 average epochs 41-50)",
+    )
     p.add_argument("--output", required=True, type=Path)
     add_skip_argument(p)
 
@@ -38,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.skip_if_diverged and skip_diverged(args.skip_if_diverged, checkpoint=args.output):
         return 0
+    if args.checkpoint_upper_bound is not None and args.num_epoch_checkpoints is None:
+        # fairseq's script asserts the same (Transformer-Clinic @70f72b7 scripts/average_checkpoints.py:123-124)
+        raise ConfigError("--checkpoint-upper-bound requires --num-epoch-checkpoints")
     if args.inputs:
         if args.num_epoch_checkpoints or args.num_update_checkpoints:
             raise ConfigError(
@@ -50,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
                 "with --save-dir give exactly one of --num-epoch-checkpoints / --num-update-checkpoints"
             )
         if args.num_epoch_checkpoints is not None:
-            paths = last_checkpoints(args.save_dir, args.num_epoch_checkpoints, "epoch")
+            paths = last_checkpoints(
+                args.save_dir, args.num_epoch_checkpoints, "epoch", upper_bound=args.checkpoint_upper_bound
+            )
         else:
             paths = last_checkpoints(args.save_dir, args.num_update_checkpoints, "update")
     state = write_average(paths, args.output)

@@ -17,6 +17,7 @@ import torch
 from pipeline_lib.atomic import remove_stale_temp_files
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.lang_code import lang_code
 from pipeline_lib.model.admin import RECURSIONS, closed_form_profile, profile_model
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
 from pipeline_lib.model.registry import needs_profile
@@ -30,8 +31,8 @@ MAX_PROFILE_TOKENS = 8192
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="binarized data directory")
-    parser.add_argument("--source-lang", "-s", required=True)
-    parser.add_argument("--target-lang", "-t", required=True)
+    parser.add_argument("--source-lang", "-s", required=True, type=lang_code)
+    parser.add_argument("--target-lang", "-t", required=True, type=lang_code)
     parser.add_argument("--output", required=True, help="profile JSON to write")
     parser.add_argument("--max-tokens", type=int, default=4096, help="batch size of the profiling batch")
     parser.add_argument("--seed", type=int, default=1)

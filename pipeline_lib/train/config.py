@@ -15,10 +15,12 @@ from pipeline_lib.cpu.gemm_names import CPU_GEMMS
 from pipeline_lib.divergence.rule import UNIGRAM
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.field_spec import check_fields
+from pipeline_lib.lang_code import is_lang_code
+from pipeline_lib.model.config import COMPILE_MODES
 
-OPTIMIZERS = ("radam", "adam")
+OPTIMIZERS = ("radam", "adam", "radam_deepnmt")
 LR_SCHEDULERS = ("inverse_sqrt", "fixed", "linear")
-AMP_MODES = ("none", "bf16", "fp16")
+AMP_MODES = ("none", "bf16", "fp16", "fairseq_fp16")
 DEVICES = ("cpu", "cuda")
 PROGRESS_MODES = ("auto", "lines", "tqdm", "none")
 
@@ -74,7 +76,16 @@ class TrainConfig:
     max_sentences: int | None = setting(
         None, "sentences per batch (default: no limit)", recipe=True, group=DATA, ge=1, trajectory=True
     )
-    optimizer: str = setting("radam", recipe=True, group=OPTIM, choices=OPTIMIZERS, trajectory=True)
+    optimizer: str = setting(
+        "radam",
+        "adam: fairseq's (decoupled weight decay); radam: Transformer-Clinic's (no step while the "
+        "rectification term is below 5); radam_deepnmt: deepnmt's, the Very Deep paper's script (a "
+        "momentum step there)",
+        recipe=True,
+        group=OPTIM,
+        choices=OPTIMIZERS,
+        trajectory=True,
+    )
     adam_betas: tuple[float, float] = setting(
         (0.9, 0.98),
         "fairseq's '(0.9, 0.98)'",
@@ -139,7 +150,56 @@ class TrainConfig:
     admin_profile: str | None = setting(None, "ω profile JSON (required with --residual admin)", group=ADMIN)
     admin_closed_form: bool = setting(False, "Admin ω from the closed form, no profile", group=ADMIN)
     device: str = setting("cpu", group=RUNTIME, choices=DEVICES, cli_default=_default_device)
-    amp: str = setting("none", recipe=True, group=RUNTIME, choices=AMP_MODES, trajectory=True)
+    amp: str = setting(
+        "none",
+        "bf16 / fp16: autocast over fp32 weights (fp16 with torch's GradScaler); fairseq_fp16: fairseq's "
+        "--fp16, fp16 weights and activations with fp32 master weights and fairseq's dynamic loss scaler "
+        "(the --fp16-* flags below), as the papers' authors trained",
+        recipe=True,
+        group=RUNTIME,
+        choices=AMP_MODES,
+        trajectory=True,
+    )
+    fp16_init_scale: float = setting(
+        128.0, "fairseq_fp16: the initial loss scale (fairseq's --fp16-init-scale)", recipe=True,
+        group=RUNTIME, gt=0, trajectory=True,
+    )  # fmt: skip
+    fp16_scale_window: int | None = setting(
+        None,
+        "fairseq_fp16: updates without overflow before the loss scale doubles (fairseq's "
+        "--fp16-scale-window; default 2^14 / (GPUs x --update-freq), as fairseq)",
+        recipe=True,
+        group=RUNTIME,
+        ge=1,
+        trajectory=True,
+    )
+    fp16_scale_tolerance: float = setting(
+        0.0,
+        "fairseq_fp16: the fraction of updates since the last rescale that may overflow before the scale "
+        "is lowered (fairseq's --fp16-scale-tolerance)",
+        recipe=True,
+        group=RUNTIME,
+        ge=0,
+        le=1,
+        trajectory=True,
+    )
+    threshold_loss_scale: float | None = setting(
+        None,
+        "fairseq_fp16: the loss scale never falls below this (fairseq's --threshold-loss-scale; "
+        "Transformer-Clinic's scripts pass 0.03125)",
+        recipe=True,
+        group=RUNTIME,
+        gt=0,
+        trajectory=True,
+    )
+    min_loss_scale: float = setting(
+        1e-4,
+        "fairseq_fp16: an overflow that leaves the scale at or below this ends the run as diverged "
+        "(fairseq's --min-loss-scale: 'Minimum loss scale reached')",
+        recipe=True,
+        group=RUNTIME,
+        gt=0,
+    )
     checkpoint_activations: bool = setting(
         False,
         "recompute each layer's activations in backward instead of keeping them (less memory for "
@@ -172,6 +232,16 @@ class TrainConfig:
         group=RUNTIME,
         trajectory=True,  # dropout masks come from the compiled graph's RNG
     )
+    compile_mode: str = setting(
+        "default",
+        "with --compile: reduce-overhead replays each layer's forward and backward as CUDA graphs, one "
+        "per padded batch shape (needs --device cuda and --pad-to-multiple > 1 to bound the shapes): "
+        "for small per-GPU batches, where the step waits on kernel launches",
+        recipe=True,
+        group=RUNTIME,
+        choices=COMPILE_MODES,
+        trajectory=True,
+    )
     num_threads: int = setting(0, "torch CPU threads (0: torch's default)", group=RUNTIME, ge=0)
     cpu_workers: int = setting(
         1,
@@ -201,9 +271,18 @@ class TrainConfig:
         100, "JSONL and TensorBoard train record every N updates", recipe=True, group=RUNTIME, ge=1
     )
     validate_interval_updates: int = setting(
-        0,
+        -1,
         "also validate every N updates, besides each epoch end (fairseq's --validate-interval-updates; "
-        "0: off): a dev curve at update granularity in train_log.jsonl and TensorBoard",
+        "0: only at epoch ends; -1: about 10 dev points over the planned updates): a dev curve in "
+        "train_log.jsonl and TensorBoard, checkpoint_best.pt and --patience count these",
+        recipe=True,
+        group=RUNTIME,
+        ge=-1,
+    )
+    patience: int = setting(
+        0,
+        "early stopping (fairseq's --patience): end the run, completed, after N validations in a row "
+        "without a lower dev loss than checkpoint_best.pt's (0: off)",
         recipe=True,
         group=RUNTIME,
         ge=0,
@@ -235,6 +314,12 @@ class TrainConfig:
         for name in ("source_lang", "target_lang", "data", "save_dir", "train_subset", "valid_subset"):
             if not getattr(self, name):
                 raise ConfigError(f"train.{name} (--{name.replace('_', '-')}) must not be empty")
+        for name in ("source_lang", "target_lang"):
+            if not is_lang_code(getattr(self, name)):
+                raise ConfigError(
+                    f"train.{name} (--{name.replace('_', '-')}): {getattr(self, name)!r} is not a "
+                    "language code (two or three lower-case letters with optional -subtags: en, pt-br)"
+                )
         if self.warmup_init_lr > self.lr:
             raise ConfigError(f"train.warmup_init_lr={self.warmup_init_lr} exceeds train.lr={self.lr}")
         if self.cpu_workers > 1 and self.device != "cpu":
@@ -243,10 +328,17 @@ class TrainConfig:
             raise ConfigError(
                 "train.compile (--compile) runs micro-batches one at a time: drop --cpu-workers"
             )
-        if self.deferred_stats and self.amp == "fp16":
+        if self.deferred_stats and self.amp in ("fp16", "fairseq_fp16"):
             raise ConfigError(
                 "train.deferred_stats (--deferred-stats) needs --amp bf16 or none: the fp16 loss scaler "
                 "reads every update's overflow flag on the host"
+            )
+        if self.compile_mode != "default" and not self.compile:
+            raise ConfigError(f"train.compile_mode={self.compile_mode} (--compile-mode) needs --compile")
+        if self.compile_mode == "reduce-overhead" and (self.device != "cuda" or self.pad_to_multiple < 2):
+            raise ConfigError(
+                "train.compile_mode=reduce-overhead (--compile-mode) captures CUDA graphs: it needs "
+                "--device cuda and --pad-to-multiple 8 (one graph per padded batch shape)"
             )
         if self.compile and self.cpu_gemm == "onednn":
             raise ConfigError(
@@ -260,8 +352,11 @@ class TrainConfig:
             raise ConfigError(
                 "set --max-epoch or --max-update (train.max_epoch / train.max_update): both are 0"
             )
+        if self.amp == "fairseq_fp16" and self.cpu_workers > 1:
+            raise ConfigError("train.amp=fairseq_fp16 runs micro-batches one at a time: drop --cpu-workers")
         if self.amp == "fp16" and self.device == "cpu":
-            # torch supports it, but it is slow and pointless; bf16 is the CPU choice.
+            # torch supports it, but it is slow and pointless; bf16 is the CPU choice. (fairseq_fp16 runs on
+            # a CPU, slowly, for the checks against fairseq and the tests.)
             raise ConfigError("train.amp=fp16 (--amp fp16) needs --device cuda; use --amp bf16 on CPU")
 
     @staticmethod

@@ -25,7 +25,7 @@ from pipeline_lib.train.run_state import Outcome, StopSignal
 from pipeline_lib.train.split_data import SplitData
 from pipeline_lib.train.tensorboard_log import TensorBoardLog
 from pipeline_lib.train.update import to_device
-from pipeline_lib.train.validation import Validation
+from pipeline_lib.train.validation import Validation, validate_interval
 
 if TYPE_CHECKING:
     from pipeline_lib.train.trainer import Trainer
@@ -47,6 +47,7 @@ class TrainingLoop:
         self.train_data, self.validation, self.log, self.tb = train_data, validation, log, tb
         self.per_update = trainer.world * cfg.update_freq  # plan entries per update, over all ranks
         self.meter = Meter(time.perf_counter())  # sums of the current log interval
+        self.validate_every: int | None = None  # from the first epoch's plan (-1: auto)
         self.mode = resolve_mode(cfg.progress, sys.stderr.isatty()) if trainer.is_main else "none"
         console = open_console(cfg.progress_fd) if self.mode == "lines" else None
         stream = Tee(sys.stderr, console) if console is not None else None
@@ -63,12 +64,24 @@ class TrainingLoop:
             plan = self.train_data.batches(cfg.seed, t.epoch, shuffle=True, multiple_of=t.world)
             if not plan:
                 raise CheckpointError(f"{cfg.data}: split {cfg.train_subset!r} yields no batches")
+            if t.plan_length is not None and t.plan_length != len(plan) and t.batch_index > 0:
+                moved = resume_position(t.batch_index, t.plan_length, len(plan), self.per_update)
+                print(
+                    f"resuming epoch {t.epoch} on {len(plan)} batches, not the checkpoint's {t.plan_length} "
+                    f"(max_tokens or GPUs changed): batch {t.batch_index} -> {moved}, the same share of the epoch",
+                    file=sys.stderr,
+                )
+                t.batch_index = moved
+            t.plan_length = len(plan)
             bar = self._progress(len(plan))
+            planned = planned_updates(
+                t.num_updates, t.batch_index, len(plan), self.per_update, t.epoch,
+                cfg.max_epoch, cfg.max_update,
+            )  # fmt: skip
             if self.lines is not None:
-                self.lines.planned = planned_updates(
-                    t.num_updates, t.batch_index, len(plan), self.per_update, t.epoch,
-                    cfg.max_epoch, cfg.max_update,
-                )  # fmt: skip
+                self.lines.planned = planned
+            if self.validate_every is None:
+                self.validate_every = validate_interval(cfg.validate_interval_updates, planned.updates)
             judge = functools.partial(self._judge, plan_length=len(plan), bar=bar)
             while True:
                 start = t.batch_index + (pending.update.batches if pending is not None else 0)
@@ -109,6 +122,8 @@ class TrainingLoop:
                 t.batch_index = 0
                 t.save(epoch_end=True)
                 t.ranks.barrier()
+                if self._out_of_patience():
+                    return self._early_stop()
         if t.batch_index > 0:  # stopped by --max-update inside an epoch
             self._validate()
             t.save()
@@ -134,13 +149,13 @@ class TrainingLoop:
         schedule, the meter and log, interval checkpoints. Returns the outcome if the run ends here."""
         t, cfg, update = self.trainer, self.cfg, judged.update
         t.batch_index += update.batches
-        scale = t.scaler.get_scale() if cfg.amp == "fp16" else None
         verdict = t.divergence.check(
             t.num_updates,
             judged.loss_sum / update.total_tokens / LN2,
             judged.nll_sum / update.total_tokens / LN2,
             judged.gnorm,
-            scale,
+            t.updater.loss_scale(),
+            skipped=not judged.stepped,
         )
         if verdict is not None:
             return self._diverged(verdict, bar)
@@ -150,6 +165,8 @@ class TrainingLoop:
             self.meter.add(
                 judged.loss_sum, judged.nll_sum, update.total_tokens, judged.gnorm, update.sentences
             )
+        else:
+            self.meter.skipped += 1
         if bar is not None:
             bar.update(update.batches)
         if not judged.stepped:
@@ -163,12 +180,15 @@ class TrainingLoop:
             self._log_train(bar)
             self.meter = Meter(time.perf_counter())
         if (
-            cfg.validate_interval_updates > 0
-            and t.num_updates % cfg.validate_interval_updates == 0
+            self.validate_every
+            and t.num_updates % self.validate_every == 0
             and t.batch_index < plan_length  # an epoch end validates anyway
             and not self._done()  # so does the end of the run
         ):
             self._validate(mid_epoch=True)
+            if self._out_of_patience():
+                t.save()
+                return self._early_stop()
         if (
             cfg.save_interval_updates > 0
             and t.num_updates % cfg.save_interval_updates == 0
@@ -199,7 +219,22 @@ class TrainingLoop:
         return Outcome("preempted", t.num_updates, t.epoch, "signal")
 
     def _validate(self, mid_epoch: bool = False) -> None:
-        self.validation.run(self.trainer.epoch, self.trainer.num_updates, mid_epoch)
+        t = self.trainer
+        if self.validation.run(t.epoch, t.num_updates, mid_epoch):
+            t.save_best()
+
+    def _out_of_patience(self) -> bool:
+        return self.cfg.patience > 0 and self.validation.best.since >= self.cfg.patience
+
+    def _early_stop(self) -> Outcome:
+        t, best = self.trainer, self.validation.best
+        reason = (
+            f"early stop: no lower dev loss in {self.cfg.patience} validations "
+            f"(best {best.loss:.3f} at update {best.update})"
+        )
+        print(reason, file=sys.stderr)
+        self.log.write({"kind": "early_stop", "update": t.num_updates, "epoch": t.epoch, "reason": reason})
+        return Outcome("completed", t.num_updates, t.epoch_reached(), reason)
 
     def _progress(self, total: int) -> Any:
         if self.mode != "tqdm":
@@ -225,11 +260,23 @@ class TrainingLoop:
             "sentences_per_update": meter.sentences / meter.updates, "memory_mb": memory, "memory_kind": memory_kind,
             "time": time.time(),
         }  # fmt: skip
-        if self.cfg.amp == "fp16":
-            record["loss_scale"] = t.scaler.get_scale()
+        scale = t.updater.loss_scale()
+        if scale is not None:
+            record["loss_scale"] = scale
+            record["overflows"] = meter.skipped
         self.log.write(record)
         self.tb.write(record)
         if bar is not None:
             bar.set_postfix(
                 loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}"
             )
+
+
+def resume_position(batch_index: int, old_length: int, new_length: int, per_update: int) -> int:
+    """Where an epoch resumes when its batches were cut differently (another max_tokens or GPU count
+    for the same tokens per update): the same share of the epoch, rounded down to a whole update of
+    the new plan. The new plan holds other batches in another order, so the rest of this epoch is the
+    same amount of data, not the same sentences (some are seen twice in it and as many not at all,
+    as when fairseq resumes on another --max-tokens); from the next epoch on, each once again."""
+    share = batch_index / old_length
+    return min(new_length, int(share * new_length) // per_update * per_update)

@@ -3,7 +3,9 @@ dir may be resumed by this command.
 
 Like fairseq's ``checkpoint_utils.save_checkpoint``: ``checkpoint_last.pt`` always; ``checkpoint{epoch}.pt``
 at an epoch end (the newest ``--keep-last-epochs`` kept); ``checkpoint_{epoch}_{update}.pt`` every
-``--save-interval-updates`` when ``--keep-interval-updates`` asks for them (the newest N kept).
+``--save-interval-updates`` when ``--keep-interval-updates`` asks for them (the newest N kept);
+``checkpoint_best.pt`` at each validation with a new lowest dev loss (never a resume candidate: the run
+resumes from its newest position, not its best).
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ def save_run_checkpoint(
         prune_intervals(save_dir, cfg.keep_interval_updates)
     else:
         save_checkpoint(state, save_dir / LAST)
+
+
+BEST = "checkpoint_best.pt"
+
+
+def save_best_checkpoint(state: dict[str, Any], save_dir: Path) -> None:
+    save_checkpoint(state, save_dir / BEST)
 
 
 def check_resumable(

@@ -39,6 +39,7 @@ RUNTIME_FIELDS = frozenset(
         "cpu_workers",
         "cpu_gemm",
         "compile",
+        "compile_mode",
         "deferred_stats",
         "checkpoint_activations",
         "progress",
@@ -48,6 +49,7 @@ RUNTIME_FIELDS = frozenset(
         "keep_interval_updates",
         "keep_last_epochs",
         "validate_interval_updates",  # more dev points; the trained model is the same
+        "patience",  # like the budget, where the run stops, not what its updates compute
     }
 )
 DATA_SPLITS = ("train", "valid")
@@ -71,22 +73,35 @@ def data_identity(bin_dir: Path, splits: tuple[str, ...] = DATA_SPLITS) -> dict[
     return {"vocab_sha256": meta.get("vocab_sha256"), "splits": {s: stats.get(s) for s in splits}}
 
 
-def run_identity(train: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
-    """The settings and inputs that decide the result; ``train``/``model`` are the configs as dicts."""
+def _digest(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_identity(train: dict[str, Any], model: dict[str, Any], world_size: int = 1) -> dict[str, Any]:
+    """The settings and inputs that decide the result; ``train``/``model`` are the configs as dicts,
+    ``world_size`` the data-parallel processes. The batch enters as the target tokens per update,
+    ``max_tokens x update_freq x world_size`` (fairseq's effective batch: the schedule and the learning
+    rate are per update), not as its split: a run moved to cards of another size, reshaped to the same
+    tokens per update (pipeline_lib/workflow/card_shape.py), resumes as the same experiment.
+    ``aliases`` holds the id an older version gave the same run (the split in place of the product),
+    so that a run started before this rule also resumes."""
     budget_free = train.get("lr_scheduler") not in BUDGET_SCHEDULES
     settings = {
         k: v for k, v in train.items() if k not in RUNTIME_FIELDS and not (budget_free and k in BUDGET_FIELDS)
     }
     profile = train.get("admin_profile")
-    identity = {
-        "train": settings,
+    inputs = {
         "model": model,
         "data": data_identity(Path(train["data"])),
         "admin_profile_sha256": file_digest(Path(profile)) if profile and Path(profile).is_file() else None,
     }
-    blob = json.dumps(identity, sort_keys=True, default=str).encode()
+    legacy = _digest({"train": settings, **inputs})
+    if "max_tokens" in settings:
+        per_update = settings.pop("max_tokens") * settings.pop("update_freq", 1) * world_size
+        settings["tokens_per_update"] = per_update
+    identity = {"train": settings, **inputs}
     budget = {k: train.get(k) for k in BUDGET_FIELDS}
-    return {"id": hashlib.sha256(blob).hexdigest()[:16], **identity, "budget": budget}
+    return {"id": _digest(identity), **identity, "budget": budget, "aliases": [legacy]}
 
 
 def _position(save_dir: Path) -> tuple[int, int] | None:
@@ -134,9 +149,10 @@ def prepare_save_dir(save_dir: Path, identity: dict[str, Any]) -> str:
     path = save_dir / IDENTITY_FILE
     old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     files = [p for p in _run_files(save_dir) if p.name != IDENTITY_FILE]
-    if old is not None and old.get("id") == identity["id"] and not past_budget(save_dir, identity["budget"]):
-        if old.get("budget") != identity["budget"]:
-            write_json(path, identity)
+    same = old is not None and old.get("id") in (identity["id"], *identity.get("aliases", []))
+    if same and not past_budget(save_dir, identity["budget"]):
+        if old.get("id") != identity["id"] or old.get("budget") != identity["budget"]:
+            write_json(path, identity)  # an alias' run takes the current id: a later split change resumes too
         return "resume"
     if not files:  # nothing of another run to keep (at most its identity file)
         write_json(path, identity)

@@ -52,6 +52,21 @@ class JsonlLog:
         write_text(self.path, "".join(k + "\n" for k in kept))
         self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
+    def records(self, up_to: int) -> list[dict[str, Any]]:
+        """The records of updates up to ``up_to``, read by every rank (rank 0 may be truncating: the
+        filter makes the result the same either way)."""
+        if not self.path.exists():
+            return []
+        found = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("update", 0) <= up_to:
+                found.append(record)
+        return found
+
     def reset(self) -> None:
         """A fresh start: records of an earlier attempt that left no checkpoint are dropped."""
         if self._handle is None:
@@ -94,6 +109,7 @@ class Meter:
         self.start = start
         self.loss = self.nll = self.tokens = self.gnorm = 0.0
         self.updates = self.sentences = 0
+        self.skipped = 0  # fp16 overflows: updates attempted and skipped
 
     def add(self, loss: float, nll: float, tokens: float, gnorm: float, sentences: int) -> None:
         self.loss += loss

@@ -29,17 +29,22 @@ class Outcome:
 
 class StopSignal:
     """SIGTERM / SIGUSR1 / SIGINT (Ctrl-C) set a flag; the loop checks it between updates (all ranks
-    agree on it), saves and exits 75. A second Ctrl-C stops at once, without saving."""
+    agree on it), saves and exits 75. A second Ctrl-C stops at once, without saving; a SIGTERM in
+    between (Snakemake relays one to its jobs after the terminal's Ctrl-C reached them both) does not
+    count as one."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self._interrupted = False
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, _frame: Any) -> None:
-        if signum == signal.SIGINT and self.received == signal.SIGINT:
-            raise KeyboardInterrupt
+        if signum == signal.SIGINT:
+            if self._interrupted:
+                raise KeyboardInterrupt
+            self._interrupted = True
         self.received = signum
         hint = " (Ctrl-C again to stop without saving)" if signum == signal.SIGINT else ""
         print(

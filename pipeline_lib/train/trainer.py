@@ -33,10 +33,12 @@ from pipeline_lib.divergence.rule import UNIGRAM, DivergenceMonitor
 from pipeline_lib.model.admin import resolve_profile
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.transformer import TransformerModel
+from pipeline_lib.run_lock import RunDirLock
 from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.build import (
     AMP_DTYPES,
     Context,
+    build_fp16_master,
     build_optimizer,
     build_scaler,
     build_schedule,
@@ -48,13 +50,13 @@ from pipeline_lib.train.collectives import Ranks
 from pipeline_lib.train.config import TrainConfig
 from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.loop import TrainingLoop
-from pipeline_lib.train.run_checkpoints import check_resumable, save_run_checkpoint
+from pipeline_lib.train.run_checkpoints import check_resumable, save_best_checkpoint, save_run_checkpoint
 from pipeline_lib.train.run_log import LOG_FILE, STATUS_FILE, JsonlLog, read_status, write_status
 from pipeline_lib.train.run_state import EXIT_PREEMPTED, Outcome, StopSignal
 from pipeline_lib.train.split_data import SplitData
 from pipeline_lib.train.tensorboard_log import TensorBoardLog
 from pipeline_lib.train.update import Updater
-from pipeline_lib.train.validation import Validation
+from pipeline_lib.train.validation import BestLoss, Validation
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ class Trainer:
         amp_dtype = AMP_DTYPES[cfg.amp]
         # fp32 CPU training projects and scores the output in token chunks (train/loss.py); on a GPU
         # the whole-logits path (one cuBLAS call, fused softmax kernels) stays, as does AMP and --compile.
-        chunked_loss = self.device.type == "cpu" and amp_dtype is None and not cfg.compile
+        chunked_loss = self.device.type == "cpu" and cfg.amp == "none" and not cfg.compile
         self.ranks = Ranks.of(env, self.device)
         self.world, self.rank, self.is_main = self.ranks.world, self.ranks.rank, self.ranks.is_main
         check_cpu_workers(cfg, model_cfg, self.ranks.distributed)
@@ -79,18 +81,28 @@ class Trainer:
             cfg, model_cfg, self.device, self.admin_profile, chunked_loss
         )
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(cfg, params)
+        self.fp16_master = build_fp16_master(cfg, self.model, self.world)
+        self.optimizer = build_optimizer(cfg, self.fp16_master.masters if self.fp16_master else params)
         self.schedule = build_schedule(cfg, self.optimizer)
         self.scaler = build_scaler(cfg, self.device)
         self.updater = Updater(
-            cfg, ctx, self.model, params, self.optimizer, self.scaler, self.ranks, amp_dtype, chunked_loss
-        )
+            cfg, ctx, self.model, params, self.optimizer, self.scaler, self.ranks, amp_dtype, chunked_loss,
+            self.fp16_master,
+        )  # fmt: skip
         # Where the run is: updates done, and the data iterator's (epoch, batch index).
         self.num_updates = 0
         self.epoch = 1
         self.batch_index = 0
+        # The epoch's batch count; a checkpoint's, when it differs (resumed on another split of the same
+        # tokens per update), maps batch_index to the same share of the epoch (loop.resume_position).
+        self.plan_length: int | None = None
         self.divergence = DivergenceMonitor(
-            cfg.divergence_threshold, cfg.divergence_window, cfg.stuck_after, fp16=cfg.amp == "fp16"
+            cfg.divergence_threshold,
+            cfg.divergence_window,
+            cfg.stuck_after,
+            fp16=cfg.amp in ("fp16", "fairseq_fp16"),
+            fairseq_scaler=self.fp16_master.scaler if self.fp16_master else None,
+            min_loss_scale=cfg.min_loss_scale,
         )
 
     # ----------------------------------------------------------------------------- one update
@@ -132,7 +144,7 @@ class Trainer:
     def state_dict(self) -> dict[str, Any]:
         return {
             "model_config": self.model_cfg.to_dict(),
-            "model": self.model.state_dict(),
+            "model": self._model_state(),
             "vocab_sha256": self.ctx.vocab_sha256,
             "data": {
                 "bin_dir": self.cfg.data,
@@ -144,23 +156,42 @@ class Trainer:
             "epoch": self.epoch_reached(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.schedule.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "iterator": {"epoch": self.epoch, "batch_index": self.batch_index},
+            "scaler": (self.fp16_master.scaler if self.fp16_master else self.scaler).state_dict(),
+            "iterator": {
+                "epoch": self.epoch,
+                "batch_index": self.batch_index,
+                "plan_length": self.plan_length,
+            },
             "trainer": {**self.divergence.state(), "world_size": self.world},
             "admin_profile": self.admin_profile.to_json() if self.admin_profile is not None else None,
             "status": "ok",
         }
 
+    def _model_state(self) -> dict[str, Tensor]:
+        """The weights a checkpoint holds: always fp32 (with fairseq_fp16, the master weights)."""
+        state = self.model.state_dict()
+        return self.fp16_master.fp32_state(state) if self.fp16_master is not None else state
+
     def load_state_dict(self, state: dict[str, Any], path: Path) -> None:
         check_resumable(state, path, self.cfg, self.model_cfg, self.ctx.vocab_sha256, self.admin_profile)
         self.model.load_state_dict(state["model"])
+        if self.fp16_master is not None:
+            self.fp16_master.load_fp32_state(state["model"])
+            self.fp16_master.scaler.load_state_dict(state["scaler"])
+        else:
+            self.scaler.load_state_dict(state["scaler"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
         self.num_updates = int(state["num_updates"])
         self.schedule.load_state_dict(state["scheduler"])
         self.epoch = int(state["iterator"]["epoch"])
         self.batch_index = int(state["iterator"]["batch_index"])
+        self.plan_length = state["iterator"].get("plan_length")
         self.divergence.restore(state.get("trainer", {}))
+
+    def save_best(self) -> None:
+        """checkpoint_best.pt: the weights of the lowest dev loss so far (run_checkpoints.py)."""
+        if self.is_main:
+            save_best_checkpoint(self.state_dict(), self.save_dir)
 
     def save(self, epoch_end: bool = False) -> None:
         """checkpoint_last.pt always; checkpoint{epoch}.pt at an epoch end; interval files when asked."""
@@ -171,6 +202,15 @@ class Trainer:
 
     # ----------------------------------------------------------------------------- a run
     def run(self) -> Outcome:
+        """The run, holding its save dir (pipeline_lib/run_lock.py): a second trainer on it is refused."""
+        lock = RunDirLock.acquire(self.save_dir, "training directory") if self.is_main else None
+        try:
+            return self._run()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _run(self) -> Outcome:
         cfg = self.cfg
         if self.is_main:
             self.save_dir.mkdir(parents=True, exist_ok=True)
@@ -221,7 +261,8 @@ class Trainer:
         if self.is_main and status is not None and status.get("status") == "preempted":
             (self.save_dir / STATUS_FILE).unlink(missing_ok=True)
         self.wrap_ddp()
-        validation = Validation(self.updater, valid_data, cfg.seed, run_log, tb)
+        best = BestLoss.from_records(run_log.records(self.num_updates)) if found is not None else None
+        validation = Validation(self.updater, valid_data, cfg.seed, run_log, tb, best)
         try:
             with StopSignal() as stop:
                 outcome = TrainingLoop(self, train_data, validation, run_log, tb).run(stop)
@@ -231,6 +272,7 @@ class Trainer:
         if self.is_main:
             extra = {
                 "valid": validation.last,
+                "best": validation.best.to_json(),
                 "checkpoint": str(self.save_dir / LAST),
                 "divergence_threshold_bits": self.divergence.threshold,
             }

@@ -1,5 +1,5 @@
 """One update: forward and backward over this rank's micro-batches (accumulated, optionally in threads),
-then unscale, clip and step.
+then unscale, clip and step; with ``--amp fairseq_fp16`` through fp32 master weights (fp16_master.py).
 
 Reproducibility: before every update the torch RNG (dropout) is re-seeded from (seed, update, rank);
 on a CPU each micro-batch draws its masks from its own generator, so the thread that runs it does not
@@ -18,12 +18,14 @@ from torch import Tensor, nn
 from pipeline_lib.cpu.onednn import uses_onednn
 from pipeline_lib.cpu.threads import single_intra_op_thread
 from pipeline_lib.cpu.weight_grad_sharing import run_micro_batches
+from pipeline_lib.model.compile import begin_graph_step
 from pipeline_lib.model.dropout import dropout_generator
 from pipeline_lib.model.transformer import TransformerModel
 from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.build import Context
 from pipeline_lib.train.collectives import Ranks
 from pipeline_lib.train.config import TrainConfig
+from pipeline_lib.train.fp16_master import FP16MasterWeights
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss
 from pipeline_lib.train.pending_update import HostStats
 from pipeline_lib.train.run_state import update_seed
@@ -49,8 +51,11 @@ class Updater:
         ranks: Ranks,
         amp_dtype: torch.dtype | None,
         chunked_loss: bool,
+        fp16_master: FP16MasterWeights | None = None,
     ) -> None:
         self.cfg, self.ctx, self.ranks = cfg, ctx, ranks
+        self.fp16_master = fp16_master
+        self._grad_multiplier = 1.0  # fairseq_fp16: world / target tokens, applied to the masters
         self.model, self.params, self.optimizer, self.scaler = model, params, optimizer, scaler
         self.device = ranks.device
         self.amp_dtype = amp_dtype
@@ -74,6 +79,8 @@ class Updater:
     def forward_loss(self, batch: Batch, module: nn.Module | None = None) -> tuple[Tensor, Tensor]:
         """(loss_sum, nll_sum) of one batch through ``module`` (default: the DDP wrapper)."""
         module = module or self.ddp
+        if self.cfg.compile_mode == "reduce-overhead":  # a new forward (training or validation)
+            begin_graph_step()
         if self.chunked_loss:
             hidden = module(batch.src_tokens, batch.prev_tokens, features_only=True)
             # the output layer's product runs inside the loss, on the library set_cpu_gemm chose for it
@@ -101,6 +108,10 @@ class Updater:
         self.ddp.train()
         # DDP averages gradients over ranks; fairseq's normalisation is per target token of the update.
         scale = world / total_tokens
+        if self.fp16_master is not None:
+            # fairseq backpropagates the summed loss times the loss scale and normalises the fp32 copies
+            # (its gradients' magnitude in fp16, hence its overflows, depend on it)
+            self._grad_multiplier, scale = scale, self.fp16_master.loss_scale
         if self.cfg.cpu_workers > 1:
             return self._accumulate_in_threads(batches, scale, update)
         loss_acc = torch.zeros((), device=self.device)
@@ -159,11 +170,16 @@ class Updater:
     def unscale_and_clip(self, loss_acc: Tensor, nll_acc: Tensor) -> Tensor:
         """Unscaled, clipped gradients in .grad; returns [loss_sum, nll_sum, gnorm] (float64, on the
         device), the sums over all ranks. The norm is the same on every rank after DDP's all-reduce."""
-        self.scaler.unscale_(self.optimizer)
-        grads = [p.grad for p in self.params if p.grad is not None]
+        params = self.params
+        if self.fp16_master is not None:
+            self.fp16_master.gradients_to_masters(self._grad_multiplier)
+            params = self.fp16_master.masters
+        else:
+            self.scaler.unscale_(self.optimizer)
+        grads = [p.grad for p in params if p.grad is not None]
         gnorm = torch.nn.utils.get_total_norm(grads, foreach=True)
         if self.cfg.clip_norm > 0:
-            torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.clip_norm, gnorm, foreach=True)
+            torch.nn.utils.clip_grads_with_norm_(params, self.cfg.clip_norm, gnorm, foreach=True)
         stats = torch.stack([loss_acc.double(), nll_acc.double()])
         if self.ranks.distributed:
             torch_dist.all_reduce(stats)
@@ -186,6 +202,8 @@ class Updater:
         loss_acc, nll_acc = self.accumulate_gradients(batches, total_tokens, update)
         loss_sum, nll_sum, gnorm_value = self.unscale_and_clip(loss_acc, nll_acc).tolist()
         stepped = True
+        if self.fp16_master is not None:
+            return loss_sum, nll_sum, gnorm_value, self.fp16_master.conclude(self.optimizer, gnorm_value)
         if self.cfg.amp == "fp16":
             before = self.scaler.get_scale()
             self.scaler.step(self.optimizer)  # skips the step on inf/nan gradients
@@ -197,3 +215,9 @@ class Updater:
             stepped = False
         self.optimizer.zero_grad(set_to_none=True)
         return loss_sum, nll_sum, gnorm_value, stepped
+
+    def loss_scale(self) -> float | None:
+        """The loss scale of the fp16 modes (after this update's rescale), else None."""
+        if self.fp16_master is not None:
+            return self.fp16_master.loss_scale
+        return self.scaler.get_scale() if self.cfg.amp == "fp16" else None

@@ -6,7 +6,6 @@ string: every value passes through :func:`shlex.quote`, so a config value can ne
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Iterable
 from typing import Any
@@ -41,7 +40,9 @@ def flags(pairs: Pairs) -> str:
 WORKFLOW_RECIPE_KEYS = (
     "average_last",
     "average_kind",
+    "average_upper_bound",
     "profile_max_tokens",
+    "profile_seed",
     "admin_closed_form",
     "admin_recursion",
 )
@@ -252,7 +253,7 @@ class Commands:
         pairs = [
             *self._data(name),
             ("save-dir", self.plan.exp_dir(name)),
-            *recipe_pairs(self.plan.recipe(name), recipe_fields()),
+            *recipe_pairs(self.plan.train_recipe(name), recipe_fields()),  # max_tokens etc. for the card
             ("seed", exp.get("seed", 1)),
             ("admin-profile", self.plan.admin_profile(name) if profiled else None),
             ("num-threads", threads),
@@ -260,16 +261,18 @@ class Commands:
         ]
         return flags([*self.model(name), *pairs])
 
-    def profile(self, name: str) -> str:
+    def profile(self, name: str, with_output: bool = True) -> str:
+        """The profiling command; the recipe's profile_seed (shared profiles) replaces the run's seed."""
         rec = self.plan.recipe(name)
+        seed = rec.get("profile_seed", self.plan.experiments[name].get("seed", 1))
         pairs = [
             *self._data(name),
             ("max-tokens", min(rec.get("profile_max_tokens", rec["max_tokens"]), 8192)),
-            ("seed", self.plan.experiments[name].get("seed", 1)),
+            ("seed", seed),
             ("label-smoothing", rec.get("label_smoothing")),
             ("closed-form", bool(rec.get("admin_closed_form"))),
             ("recursion", None if rec.get("admin_closed_form") else rec.get("admin_recursion", "reference")),
-            ("output", self.plan.admin_profile(name)),
+            ("output", self.plan.admin_profile(name) if with_output else None),
         ]
         return flags([*self.model(name), *pairs])
 
@@ -280,6 +283,7 @@ class Commands:
             [
                 ("save-dir", exp_dir),
                 (f"num-{rec.get('average_kind', 'epoch')}-checkpoints", rec.get("average_last", 5)),
+                ("checkpoint-upper-bound", rec.get("average_upper_bound")),
                 ("output", self.plan.checkpoint_avg(name)),
                 ("skip-if-diverged", self.plan.status_file(name)),
             ]
@@ -358,6 +362,10 @@ class Commands:
             ("moses-lang", tgt),
         ]
 
+    def _subword_kind(self, name: str) -> str:
+        """How translate's generate file's subwords are removed (fairseq's --remove-bpe)."""
+        return str(self.plan.datasets[self.plan.eval_dataset(name)].get("subword", {}).get("kind", "bpe"))
+
     def compound_split_schemes(self, name: str) -> list[str]:
         """The compound-split schemes an experiment is scored with: those of every table that lists it
         and shows (``metrics``) or tests (``metric``) a compound-split column. A table chooses its
@@ -377,6 +385,8 @@ class Commands:
                 ("ref", self.plan.reference(name, split)),
                 ("system", name),
                 ("lang", self.plan.exp_langs(name)[1]),
+                ("generate", self.plan.generate_file(name, split)),
+                ("subword", self._subword_kind(name)),
                 *self._tokenized_reference(name, split),
                 ("compound-split", self.compound_split_schemes(name)),
                 ("metrics", self.plan.evaluation.get("metrics")),
@@ -389,9 +399,18 @@ class Commands:
         ev = self.plan.evaluation
         metric = self.plan.significance_metric(table)
         tokenized = self._tokenized_reference(base, self.plan.split) if metric_spec(metric).tokenized else []
+        generate = (
+            [
+                ("generate", [f"{s}={self.plan.generate_file(s)}" for s in [base, *systems]]),
+                ("subword", self._subword_kind(base)),
+            ]
+            if metric_spec(metric).generate
+            else []
+        )
         return flags(
             [
                 *tokenized,
+                *generate,
                 ("ref", self.plan.reference(base)),
                 ("baseline", f"{base}={self.plan.hyp_file(base)}"),
                 ("n-samples", ev["bootstrap_samples"]),
@@ -418,8 +437,3 @@ class Commands:
                 ("output-dir", out_dir),
             ]
         )
-
-    # ------------------------------------------------------------------ report
-    def report_spec(self, output: str) -> str:
-        spec = json.dumps(self.plan.report_spec(), sort_keys=True)
-        return flags([("spec-json", spec), ("write-spec", output)])

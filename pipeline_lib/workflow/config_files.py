@@ -14,12 +14,14 @@ from typing import Any
 import yaml
 
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.workflow.bounded_yaml import check_file_size, safe_load_bounded
 
 
 def load_yaml(path: str | Path) -> Any:
     """Parse one YAML file; a syntax error is a ConfigError naming ``file:line:column``."""
     path = Path(path)
     try:
+        check_file_size(path, path.stat().st_size)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
@@ -28,7 +30,7 @@ def load_yaml(path: str | Path) -> Any:
             f"{path}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
         ) from None
     try:
-        return yaml.safe_load(text)
+        return safe_load_bounded(text, path)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -153,6 +153,21 @@ def _check_recipes(recipes: dict[str, dict[str, Any]]) -> None:
                 f"recipes.{name}.keep_interval_updates",
                 f"must be >= average_last ({last}) with average_kind: update",
             )
+        bound = rec.get("average_upper_bound")
+        if bound is not None and rec.get("average_kind") == "update":
+            fail(f"recipes.{name}.average_upper_bound", "bounds epoch averaging only (average_kind: epoch)")
+        if bound is not None and bound < last:
+            fail(
+                f"recipes.{name}.average_upper_bound",
+                f"{bound} leaves fewer than average_last ({last}) epochs",
+            )
+        keep = rec.get("keep_last_epochs", -1)
+        if bound is not None and keep >= 0:
+            # pruning keeps only the newest epochs: those up to the bound would be gone by the end
+            fail(
+                f"recipes.{name}.keep_last_epochs",
+                f"must be -1 (keep all) with average_upper_bound ({bound})",
+            )
 
 
 def _check_paper_rows(table: Instance) -> None:

@@ -53,6 +53,7 @@ TEMPLATES: dict[str, str] = {
     "report_spec": "{results}/report_spec.json",
     "tables": "{results}/tables.md",
     "learning_curves": "{results}/plots/learning_curves.png",
+    "curves_spec": "{results}/plots/learning_curves.spec.json",
     "stability_plot": "{results}/plots/stability_map.png",
     "stability_table": "{results}/stability_map.md",
 }
@@ -82,6 +83,7 @@ LOGS: dict[str, str] = {
     "significance": "significance/{table}.log",
     "analyze": "analyze/analysis.log",
     "report_spec": "report/spec.log",
+    "curves_spec": "report/curves_spec.log",
     "report": "report/tables.log",
     "learning_curves": "report/learning_curves.log",
     "stability_map": "report/stability_map.log",

@@ -12,9 +12,12 @@ from typing import Any
 from pipeline_lib.divergence.rule import describe_rule
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
 from pipeline_lib.model.config import model_recipe_defaults
+from pipeline_lib.model.memory_estimate import Recipe as MemoryRecipe
+from pipeline_lib.model.memory_estimate import Shape, estimate_training_memory
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.report.table_registry import instances
 from pipeline_lib.train.config import recipe_defaults, stuck_after
+from pipeline_lib.workflow.card_shape import Card, JobShape, job_resources, shape_for_card, token_cap
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments, expand_group_names, seed_groups
 from pipeline_lib.workflow.paths import BT_PREFIX, Paths
@@ -55,6 +58,8 @@ class Plan:
         self.seed_groups = seed_groups(config["experiments"])  # a table row naming one: mean over its runs
         check_references(config, self.experiments)
         self.significance = self._significance_sets()
+        self.card = Card.from_config(config.get("card"))  # None: every job keeps the authors' shape
+        self._shapes: dict[str, JobShape | None] = {}
 
     # ------------------------------------------------------------------ experiments
     def exp_langs(self, name: str) -> tuple[str, str]:
@@ -120,11 +125,95 @@ class Plan:
     def decoding_of(self, name: str) -> str:
         return self.experiments[name].get("decoding", self.evaluation["decoding"])
 
-    def resources(self, name: str, rule: str) -> dict[str, Any]:
+    def configured_resources(self, name: str, rule: str) -> dict[str, Any]:
         """Config defaults for `rule`, overridden by experiments.<name>.resources.<rule>."""
         base = dict(self.config["resources"].get(rule, {}))
         base.update(self.experiments[name].get("resources", {}).get(rule, {}))
         return base
+
+    def resources(self, name: str, rule: str) -> dict[str, Any]:
+        """What a job of `rule` requests: the configured resources, with a training job's GPUs, nodes
+        and launcher following the card's shape (:meth:`train_shape`) when the config names a card,
+        and its runtime scaled by the authors' GPUs over the card's, so that fewer GPUs get as many
+        GPU-hours as the configured job, up to the longest runtime the config requests for any
+        training (a partition's time limit: a run that needs longer resumes on the next attempt)."""
+        base = self.configured_resources(name, rule)
+        shape = self.train_shape(name) if rule == "train" else None
+        if shape is not None:
+            assert self.card is not None
+            base.update(job_resources(shape, self.card.gpus_per_node))
+            if base.get("runtime"):
+                scaled = -(-base["runtime"] * self.authors_shape(name).gpus // shape.gpus)
+                longest = max(
+                    self.configured_resources(n, "train").get("runtime") or 0 for n in self.experiments
+                )
+                base["runtime"] = min(scaled, max(longest, base["runtime"]))
+        return base
+
+    # ------------------------------------------------------------------ the training job's shape
+    def authors_shape(self, name: str) -> JobShape:
+        """(GPUs, max_tokens, update_freq) as the recipe and resources state them; a CPU job is one worker."""
+        recipe = self.recipe(name)
+        gpus = int(self.configured_resources(name, "train").get("gpu") or 0)
+        return JobShape(max(gpus, 1), int(recipe["max_tokens"]), int(recipe.get("update_freq", 1)))
+
+    def train_shape(self, name: str) -> JobShape | None:
+        """The job shape for the config's card (card_shape.py), None without a card or for a CPU job.
+        Its tokens per update are the authors' shape's, exactly."""
+        if self.card is None or not int(self.configured_resources(name, "train").get("gpu") or 0):
+            return None
+        if name not in self._shapes:
+            authors = self.authors_shape(name)
+            cap = token_cap(
+                lambda tokens: self.memory_estimate_gb(name, tokens, update_freq=2), self.card.usable_gb
+            )
+            shape = shape_for_card(authors.tokens_per_update, authors.gpus, cap, self.card.gpus_per_node)
+            self._shapes[name] = shape
+        return self._shapes[name]
+
+    def train_recipe(self, name: str) -> dict[str, Any]:
+        """The recipe the train job runs: the card's max_tokens and update_freq in place of the authors'."""
+        shape = self.train_shape(name)
+        recipe = self.recipe(name)
+        return (
+            recipe
+            if shape is None
+            else {**recipe, "max_tokens": shape.max_tokens, "update_freq": shape.update_freq}
+        )
+
+    def vocab_size(self, name: str) -> int:
+        """The BPE merge count or the SentencePiece size (the joint vocabulary is within a few hundred
+        types of it): what the memory and cost estimates take before the data is binarized."""
+        subword = self.datasets[self.experiments[name]["dataset"]].get("subword", {})
+        return int(subword.get("merges") or subword.get("vocab_size") or 32000)
+
+    def memory_estimate_gb(self, name: str, tokens: int, update_freq: int) -> float:
+        """Peak training memory per GPU (``pipeline_lib.model.memory_estimate``) with ``tokens`` per GPU
+        under the recipe's dropouts, ``amp`` and activation checkpointing, with CUDA's fused attention;
+        the vocabulary taken as the BPE merge count or the SentencePiece size (the joint vocabulary is
+        within a few hundred types of it). ``update_freq`` > 1 keeps the fp32 gradients through the
+        forward pass (the card's search assumes it: the bound holds for either)."""
+        exp, recipe = self.experiments[name], self.recipe(name)
+        shape = Shape(
+            exp["encoder_layers"],
+            exp["decoder_layers"],
+            *self.dims(name),
+            vocab=self.vocab_size(name),
+            residual=exp.get("residual", "post_ln"),
+        )
+        # ModelConfig's and TrainConfig's defaults (tests/model/test_memory_estimate.py)
+        default = MemoryRecipe()
+        training = MemoryRecipe(
+            dropout=recipe.get("dropout", default.dropout),
+            attention_dropout=recipe.get("attention_dropout", default.attention_dropout),
+            activation_dropout=recipe.get("activation_dropout", default.activation_dropout),
+            amp=recipe.get("amp", default.amp),
+        )
+        checkpointing = bool(recipe.get("checkpoint_activations"))
+        estimate = estimate_training_memory(
+            shape, tokens, training, checkpointing=checkpointing, update_freq=update_freq
+        )
+        return estimate.total_gb
 
     # ------------------------------------------------------------------ datasets
     def dataset_names(self, source: str) -> list[str]:
@@ -200,7 +289,30 @@ class Plan:
         return self.paths.of("tok_test" if split == "test" else "tok", ds=ds)
 
     def admin_profile(self, name: str) -> str:
-        return self.paths.of("admin_profile", exp=name)
+        """The profile ``name`` trains from: its own, or its profile owner's (:meth:`profile_owner`)."""
+        return self.paths.of("admin_profile", exp=self.profile_owner(name))
+
+    def profile_owner(self, name: str) -> str:
+        """The experiment whose profiling run ``name`` uses. Without the recipe's ``profile_seed``,
+        ``name`` itself (a profile per seed); with it, the first profiled experiment (config order)
+        whose profiling command, run at that seed, is the same: Transformer-Clinic profiles once with
+        seed 1111 and trains every seed from that profile (nmt-experiments/iwslt14_de-en.md:75-88)."""
+        owners = self.__dict__.get("_profile_owners")
+        if owners is None:
+            from pipeline_lib.workflow.argv import Commands  # the profiling command is the sharing key
+
+            commands, first, owners = Commands(self), {}, {}
+            for n in self.profiled_names():
+                if self.recipe(n).get("profile_seed") is None:
+                    owners[n] = n
+                else:
+                    owners[n] = first.setdefault(commands.profile(n, with_output=False), n)
+            self._profile_owners = owners
+        return owners.get(name, name)
+
+    def profile_owners(self) -> list[str]:
+        """The experiments whose profile_admin job runs (one per distinct profiling command)."""
+        return sorted({self.profile_owner(n) for n in self.profiled_names()})
 
     def status_file(self, name: str) -> str:
         """The run's current status (completed | diverged | preempted), as the trainer writes it."""
@@ -340,6 +452,7 @@ class Plan:
             "backtranslation": exp.get("backtranslation"),
             "seed": exp.get("seed", 1),
             "lr": self.recipe(name)["lr"],
+            "recipe": self.recipe(name),  # the tables name the settings where rows differ
             "decoding": {"name": self.decoding_of(name), **self.config["decoding"][self.decoding_of(name)]},
             "score": self.score_file(name),
             "status": self.status_file(name),
@@ -396,10 +509,12 @@ class Plan:
             f"with beta1 {rec['adam_betas'][0]}, "
             + ("no warm-up" if warmup == 0 else f"{warmup} warm-up updates")
             + f", a {rec['lr_scheduler']} learning rate, {stab['max_update']} updates of "
-            f"at most {rec['max_tokens']} target tokens, dropout {rec['dropout']}; seeds "
+            f"at most {rec['max_tokens']} target tokens, dropout {rec['dropout']}"
+            + (f", {rec['amp']}" if rec.get("amp", "none") != "none" else "")
+            + "; seeds "
             f"{', '.join(str(s) for s in stab.get('seeds', [1]))}."
         )
-        text = describe_rule(rec["divergence_threshold"], window, after)
+        text = describe_rule(rec["divergence_threshold"], window, after, rec.get("amp", "none"))
         return {"setup": setup, "rule": {"text": text}}
 
     def report_datasets(self) -> list[str]:

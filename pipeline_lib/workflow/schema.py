@@ -21,6 +21,7 @@ from pipeline_lib.errors import ConfigError
 from pipeline_lib.field_spec import json_schema
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.train.config import TrainConfig
+from pipeline_lib.workflow.bounded_yaml import check_expanded_size, shorten
 
 SCHEMA_FILE = Path("workflow") / "schemas" / "config.schema.yaml"
 MARKER = "x-generated"
@@ -97,7 +98,11 @@ def load_schema(path: str | Path) -> dict[str, Any]:
 
 
 def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> None:
-    """Validate ``config`` in place (defaults filled); raise ConfigError naming the deepest bad key."""
+    """Validate ``config`` in place (defaults filled); raise ConfigError naming the deepest bad key.
+
+    The config's size is bounded first (:mod:`.bounded_yaml`) and a message quotes at most the start
+    of a value: jsonschema's own messages carry the whole ``repr`` of the bad value."""
+    check_expanded_size(config)
     errors = sorted(
         jsonschema.Draft202012Validator(schema).iter_errors(config),
         key=lambda e: len(list(e.absolute_path)),
@@ -105,5 +110,5 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> None:
     )
     if errors:
         key = key_path(errors[0])
-        raise ConfigError(f"config key '{key}': {errors[0].message}", key=key)
+        raise ConfigError(f"config key '{key}': {shorten(errors[0].message, 240)}", key=key)
     _fill_defaults(jsonschema.Draft202012Validator)(schema).validate(config)

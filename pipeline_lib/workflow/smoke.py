@@ -43,6 +43,8 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
         recipe.update(max_epoch=smoke["max_epoch"], max_tokens=smoke["max_tokens"], update_freq=1)
         recipe["warmup_updates"] = min(recipe.get("warmup_updates", 0), smoke["warmup_updates"])
         recipe["average_last"] = min(recipe.get("average_last", 1), smoke["max_epoch"])
+        if "average_upper_bound" in recipe:
+            recipe["average_upper_bound"] = smoke["max_epoch"]
         if not smoke["gpu"]:
             recipe["amp"] = "none"
     for exp in out["experiments"].values():
@@ -54,6 +56,8 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
             overrides["warmup_updates"] = min(overrides["warmup_updates"], smoke["warmup_updates"])
         if "average_last" in overrides:
             overrides["average_last"] = min(overrides["average_last"], smoke["max_epoch"])
+        if "average_upper_bound" in overrides:
+            overrides["average_upper_bound"] = smoke["max_epoch"]
         if "amp" in overrides and not smoke["gpu"]:
             overrides["amp"] = "none"
     for bt in out.get("backtranslation", {}).values():

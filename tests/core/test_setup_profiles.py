@@ -98,3 +98,26 @@ def test_link_to_another_checkout_needs_force(tmp_path: Path):
         link_profiles(config_dir=config_dir, names=["local"])
     link_profiles(config_dir=config_dir, names=["local"], force=True)
     assert (config_dir / "local").resolve() == REPO_ROOT / "profiles" / "local"
+
+
+def test_setup_keeps_another_checkouts_link_and_says_how_to_choose(tmp_path: Path):
+    config_dir = tmp_path / "snakemake"
+    config_dir.mkdir()
+    other = tmp_path / "other_checkout" / "profiles" / "local"
+    other.mkdir(parents=True)
+    (config_dir / "local").symlink_to(other)
+    [line] = link_profiles(config_dir=config_dir, names=["local"], keep_others=True)
+    assert (config_dir / "local").resolve() == other  # untouched
+    assert "kept" in line and str(other) in line and "make profiles" in line
+    [line] = link_profiles(config_dir=config_dir, names=["local"], force=True)
+    assert line.startswith("local: re-pointed") and f"was -> {other}" in line  # not the "linked" line
+    assert (config_dir / "local").resolve() == REPO_ROOT / "profiles" / "local"
+
+
+def test_a_link_to_a_removed_checkout_is_re_pointed_saying_so(tmp_path: Path):
+    config_dir = tmp_path / "snakemake"
+    config_dir.mkdir()
+    (config_dir / "local").symlink_to(tmp_path / "gone")
+    [line] = link_profiles(config_dir=config_dir, names=["local"], keep_others=True)
+    assert "re-pointed" in line and "no longer exists" in line
+    assert (config_dir / "local").resolve() == REPO_ROOT / "profiles" / "local"

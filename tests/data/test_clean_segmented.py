@@ -153,9 +153,11 @@ def test_valid_references_stay_aligned_and_score_100(after_bpe: Path) -> None:
     out = after_bpe / "score.json"
     ref = ["--ref", str(bpe / "valid.ref.fr"), "--ref-tok", str(bpe / "valid.tok.fr")]
     meta = ["--ref-tok-meta", str(bpe / "meta.json"), "--moses-lang", "fr", "--lang", "fr"]
-    hyp = ["--hyp", str(bpe / "valid.ref.fr"), "--metrics", "tok_bleu"]
+    hyp = ["--hyp", str(bpe / "valid.ref.fr"), "--metrics", "tok_bleu_retok"]
     assert main(["score", *hyp, *ref, *meta, "--output", str(out)]) == 0
-    assert json.loads(out.read_text(encoding="utf-8"))["scores"]["tok_bleu"]["score"] == pytest.approx(100.0)
+    assert json.loads(out.read_text(encoding="utf-8"))["scores"]["tok_bleu_retok"]["score"] == pytest.approx(
+        100.0
+    )
 
 
 def test_tokenize_mode_keeps_todays_verdicts(tmp_path: Path) -> None:

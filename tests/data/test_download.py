@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +139,50 @@ def test_cli_download_extract(server, tmp_path: Path) -> None:
     assert rc == 0
     assert (tmp_path / "corpus" / "corpus" / "train.fr").is_file()
     assert '"sha256"' in (tmp_path / "manifest.json").read_text()
+
+
+class SlowHandler(RangeHandler):
+    """Sends the body in 20 pieces over ~1 s, so a second download starts while the first runs."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server API
+        self.log.append((self.path, self.headers.get("Range")))
+        body = self.files[self.path]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        step = len(body) // 20 + 1
+        for i in range(0, len(body), step):
+            self.wfile.write(body[i : i + step])
+            self.wfile.flush()
+            time.sleep(0.05)
+
+
+def test_two_processes_downloading_one_file_do_not_interleave(tmp_path: Path) -> None:
+    body = bytes(range(256)) * 800
+    SlowHandler.files = {"/big.bin": body}
+    SlowHandler.log = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url, dest = f"http://127.0.0.1:{httpd.server_address[1]}/big.bin", tmp_path / "big.bin"
+    code = (
+        "import sys; from pipeline_lib.data.download import fetch; "
+        "fetch(sys.argv[1], sys.argv[2], sha256=sys.argv[3], retries=0)"
+    )
+    sha = hashlib.sha256(body).hexdigest()
+    try:
+        procs = []
+        for _ in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", code, url, str(dest), sha], stderr=subprocess.PIPE, text=True
+                )
+            )
+            time.sleep(0.3)
+        results = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert [rc for rc, _ in results] == [0, 0], results
+    assert dest.read_bytes() == body
+    assert "waiting for the download of big.bin, held by pid" in results[1][1]
+    assert len(SlowHandler.log) == 1  # the second took the first's verified file

@@ -498,3 +498,14 @@ def test_learn_bpe_sample_names_misaligned_sides(tmp_path: Path, capsys) -> None
     assert _learn(tmp_path / "tok", tmp_path / "sw", "--sample-lines", "3") == 2
     err = capsys.readouterr().err
     assert "train.en: 5" in err and "train.fr: 4" in err
+
+
+def test_raw_text_is_prepared_as_the_data_stage_prepared_the_test_source(corpus: Path) -> None:
+    from pipeline_lib.data.raw_text import SourcePreparer, text_recipe
+    from pipeline_lib.errors import ConfigError
+
+    recipe = text_recipe(corpus / "bin", corpus / "tok" / "meta.json")
+    assert recipe.tokenization.straighten_apostrophes and not recipe.tokenization.normalize  # the test branch
+    assert SourcePreparer(recipe)(EN) == _read(corpus / "bpe" / "test.en")
+    with pytest.raises(ConfigError, match="tok-test/meta.json: not found.*--text-meta"):
+        text_recipe(corpus / "bin")  # not the workflow's layout: the record must be named

@@ -122,3 +122,14 @@ def test_the_demo_rule_on_real_curves():
         update, verdict = run(m, curve)
         assert (verdict.criterion if verdict else None, update) == (criterion, stop), name
         assert run_data["criterion"] == criterion  # the trainer said the same
+
+
+def test_the_stated_rule_names_the_loss_scale_clause_of_the_precision_mode() -> None:
+    from pipeline_lib.divergence.rule import FLOOR_OVERFLOW_UPDATES, describe_rule
+
+    assert "loss scale" not in describe_rule(None, 100, 200)
+    assert "loss scale below 0.0001" in describe_rule(None, 100, 200, "fp16")
+    fairseq = describe_rule(None, 100, 200, "fairseq_fp16")
+    assert (
+        "Minimum loss scale reached" in fairseq and f"{FLOOR_OVERFLOW_UPDATES} overflows in a row" in fairseq
+    )

@@ -1,6 +1,7 @@
 """The "Your own data" example of docs/own-data.md, run end to end as a new user would: the config exactly as
 printed there (CPU scale: two 6L-6L-64D models of 300 updates), files named as it says, the tiny
-corpus's sentence pairs as the data. Then an edit of the test reference must schedule translation,
+corpus's sentence pairs as the data; every run has a dev curve of several points and its
+checkpoint_best.pt. Then an edit of the test reference must schedule translation,
 scoring and the report again, and no training.
 
 On this corpus an epoch is 15 updates, so update 300 ends an epoch and the averaged checkpoints are
@@ -8,6 +9,7 @@ the interval ones at 100 and 200 (a corpus of a few thousand pairs or more avera
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -51,6 +53,16 @@ def test_readme_own_data_example_runs_and_reruns_after_a_reference_edit(tmp_path
     tables = (results / "tables.md").read_text()
     assert "## Data" in tables and "| my_ende | test |" in tables
     assert _snakemake(tmp_path, "-n", "all").stdout.count("rule translate:") == 0
+    # as printed (no validate_interval_updates), each dev curve has several points, and each run its
+    # checkpoint_best.pt, the weights of its lowest dev loss
+    for exp in cfg["experiments"]:
+        run_dir = tmp_path / cfg.get("workdir", "work") / "experiments" / exp
+        records = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+        valid = [r for r in records if r["kind"] == "valid"]
+        assert len(valid) >= 8, [r["update"] for r in valid]
+        best = min(valid, key=lambda r: r["loss"])
+        assert json.loads((run_dir / "status.json").read_text())["best"]["update"] == best["update"]
+        assert (run_dir / "checkpoint_best.pt").is_file()
 
     ref = data / "test.de"
     lines = ref.read_text().splitlines()

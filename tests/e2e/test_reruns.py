@@ -1,6 +1,7 @@
 """The daily loop through the real Snakefile: a config or data edit reruns exactly the jobs whose output
 it changes; a training whose settings changed starts afresh (the old run set aside); a Ctrl-C'd
-training stays visible as preempted and resumes.
+training stays visible as preempted and resumes, whether the terminal's Ctrl-C or a signal to
+Snakemake alone stopped it.
 
 One tiny local corpus, two 1L-1L experiments with their own decodings; each edit is checked with a
 dry run against the finished workflow, and the lr edit is also run for real.
@@ -14,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -87,7 +89,7 @@ def rules_of(jobs: Counter[tuple[str, str]]) -> set[str]:
     return {rule for rule, _ in jobs}
 
 
-REPORTING = {"report", "report_spec", "learning_curves", "significance", "analyze", "all"}
+REPORTING = {"report", "report_spec", "curves_spec", "learning_curves", "significance", "analyze", "all"}
 
 
 def _touch_later(path: Path, than: Path) -> None:
@@ -108,6 +110,49 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return work, cfg
 
 
+def test_raw_text_through_translate_and_the_ctranslate2_export_gives_the_workflows_hypotheses(
+    finished, tmp_path: Path
+):
+    work, cfg = finished
+    narrow = cfg["decoding"]["narrow"]  # experiment a's decoding
+    search = ["--beam", str(narrow["beam"]), "--lenpen", str(narrow["lenpen"]),
+              "--max-len-a", str(narrow["max_len_a"]), "--max-len-b", str(narrow["max_len_b"])]  # fmt: skip
+    checkpoint = "work/experiments/a/checkpoint_avg.pt"
+    raw = Path(cfg["datasets"]["tiny"]["path"]) / "test.en"
+    workflow = (work / "results/experiments/a/test.hyp").read_text().splitlines()
+    python = [sys.executable, "-m", "pipeline_lib"]
+
+    run = subprocess.run([*python, "translate", "--checkpoint", checkpoint, "--raw-input", str(raw),
+                          "--output", str(tmp_path / "raw.hyp"), *search], cwd=work, capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "raw.hyp").read_text().splitlines() == workflow
+
+    ct2 = tmp_path / "ct2"
+    run = subprocess.run([*python, "export", "--checkpoint", checkpoint, "--format", "ctranslate2",
+                          "--out", str(ct2), *search], cwd=work, capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    # the export's own script, run elsewhere (it imports nothing from pipeline_lib)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, str(ct2 / "translate.py"), "--input", str(raw)],
+                         cwd=tmp_path, capture_output=True, text=True, env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    # every line, those that reached the length limit too (the script rescores CTranslate2's beam
+    # with the </s> the workflow's search forces there)
+    assert run.stdout.splitlines() == workflow
+
+
+def _dry_run_text(work: Path, cfg: dict, edit) -> list[str]:
+    new = json.loads(json.dumps(cfg))
+    edit(new)
+    _write(work, new)
+    try:
+        proc = snakemake(work, "-n", "all")
+        return (proc.stdout + proc.stderr).splitlines()
+    finally:
+        _write(work, cfg)
+
+
 def _edited(work: Path, cfg: dict, edit) -> Counter[tuple[str, str]]:
     new = json.loads(json.dumps(cfg))
     edit(new)
@@ -124,6 +169,14 @@ def test_changing_one_decoding_reruns_only_its_experiments_evaluation(finished):
     assert rules_of(jobs) - REPORTING == {"translate", "score"}, jobs
     assert jobs[("translate", "b")] == 1 and jobs[("score", "b")] == 1
     assert ("translate", "a") not in jobs
+    assert "learning_curves" not in rules_of(jobs)  # it reads training logs only
+    # the report spec's reason names its digest; the spec (about 10 kB on a paper grid) is not printed
+    text = "\n".join(_dry_run_text(work, cfg, lambda c: c["decoding"]["wide"].update(beam=4)))
+    [block] = [
+        b for b in re.split(r"\n(?=(?:local)?rule \w+:)", text) if re.match(r"(local)?rule report_spec:", b)
+    ]
+    [reason] = [line for line in block.splitlines() if line.strip().startswith("reason:")]
+    assert "Params have changed" in reason and len(reason) < 300, reason
 
 
 def test_changing_one_experiments_lr_reruns_its_training_onward(finished):
@@ -187,7 +240,30 @@ def test_a_changed_training_starts_afresh_and_sets_the_old_run_aside(finished):
         _write(work, cfg)
 
 
-def test_ctrl_c_leaves_a_preempted_run_that_resumes(tmp_path: Path):
+def _stage_processes(tag: Path) -> list[str]:
+    """Command lines of live processes that name ``tag`` (the run directory): a stage left behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and str(tag) in cmdline and "pipeline_lib" in cmdline:
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+# How a run gets stopped: a terminal's Ctrl-C (the whole process group), `kill -INT <pid>` and
+# `kill <pid>` (SIGTERM, as a batch system or a process manager sends) to Snakemake alone.
+STOPS = {
+    "ctrl_c_group": lambda pid: os.killpg(pid, signal.SIGINT),
+    "sigint_snakemake": lambda pid: os.kill(pid, signal.SIGINT),
+    "sigterm_snakemake": lambda pid: os.kill(pid, signal.SIGTERM),
+}
+
+
+@pytest.mark.parametrize("stop", STOPS)
+def test_a_stopped_run_ends_promptly_preempted_and_resumes(tmp_path: Path, stop: str):
     corpus = tmp_path / "corpus"
     shutil.copytree(TINY, corpus)
     cfg = _config(corpus)
@@ -208,19 +284,27 @@ def test_ctrl_c_leaves_a_preempted_run_that_resumes(tmp_path: Path):
                 -3000:
             ]
             time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends: the whole process group
+        STOPS[stop](proc.pid)
+        sent = time.monotonic()
         proc.wait(timeout=120)
+        took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    printed = (tmp_path / "first.log").read_text()
+    assert took < 30, f"Snakemake took {took:.0f} s to stop\n{printed[-3000:]}"
+    assert proc.returncode != 0
+    assert not _stage_processes(tmp_path), _stage_processes(tmp_path)
     status = json.loads((exp / "status.json").read_text())
     assert status["status"] == "preempted", status
     assert (exp / "checkpoint_last.pt").is_file() and not (exp / "trained.json").exists()
     stopped_at = status["update"]
     assert 0 < stopped_at < 400
+    assert "exit status 75" in printed, printed[-3000:]
 
-    again = snakemake(tmp_path, "all")
+    again = snakemake(tmp_path, "work/experiments/a/trained.json")  # the rest is tested above
     assert again.returncode == 0, (again.stdout + again.stderr)[-6000:]
+    assert "Forced execution" not in again.stdout + again.stderr
     assert json.loads((exp / "trained.json").read_text())["status"] == "completed"
     kinds = [json.loads(line) for line in (exp / "train_log.jsonl").read_text().splitlines()]
     resumes = [k for k in kinds if k["kind"] == "resume"]

@@ -165,13 +165,15 @@ def test_score_cli_tokenized_bleu_from_files(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     proc = _pipeline(
         "score", "--hyp", str(hyp), "--ref", str(ref), "--hyp-tok", str(htok), "--ref-tok", str(rtok),
-        "--metrics", "bleu", "tok_bleu", "-o", str(out),
+        "--metrics", "bleu", "tok_bleu_retok", "-o", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     scores = json.loads(out.read_text())["scores"]
-    assert set(scores) == {"bleu", "tok_bleu"}
-    assert scores["tok_bleu"]["score"] == pytest.approx(100 * math.exp(-0.2) * 0.0703125**0.25, abs=1e-9)
-    assert scores["tok_bleu"]["hypothesis_tok"] == str(htok)
+    assert set(scores) == {"bleu", "tok_bleu_retok"}
+    assert scores["tok_bleu_retok"]["score"] == pytest.approx(
+        100 * math.exp(-0.2) * 0.0703125**0.25, abs=1e-9
+    )
+    assert scores["tok_bleu_retok"]["hypothesis_tok"] == str(htok)
 
 
 def test_moses_lang_tokenizes_detokenized_inputs() -> None:

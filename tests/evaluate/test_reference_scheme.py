@@ -84,9 +84,9 @@ def test_a_perfect_hypothesis_scores_100_tokenized_bleu(config: str, tmp_path: P
     status.write_text(json.dumps({"status": "completed", "update": 1}))
     args = Commands(plan).score(name, "test")
     assert "--ref-tok-meta" in args
-    _run("score", args + " --metrics tok_bleu bleu")
+    _run("score", args + " --metrics tok_bleu_retok bleu")
     scores = json.loads(Path(plan.score_file(name)).read_text())["scores"]
-    assert scores["tok_bleu"]["score"] == pytest.approx(100.0), scores["tok_bleu"]
+    assert scores["tok_bleu_retok"]["score"] == pytest.approx(100.0), scores["tok_bleu_retok"]
     assert scores["bleu"]["score"] == pytest.approx(100.0)
 
 
@@ -113,7 +113,7 @@ def test_score_refuses_a_tokenized_reference_without_its_scheme(tmp_path: Path):
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline_lib", "score", "--hyp", str(tmp_path / "h.fr"), "--ref",
          str(tmp_path / "r.fr"), "--ref-tok", str(tmp_path / "test.fr"), "--moses-lang", "fr",
-         "--metrics", "tok_bleu", "-o", str(tmp_path / "s.json")],
+         "--metrics", "tok_bleu_retok", "-o", str(tmp_path / "s.json")],
         capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 2 and "--ref-tok-meta" in proc.stderr, proc.stderr

@@ -155,17 +155,17 @@ def test_rejects_bad_settings_and_inputs(tmp_path: Path, systems: list[Path]) ->
     assert not out.exists()
 
 
-def test_tok_bleu_bootstrap_matches_sacrebleu_cli_on_tokenized_text(
+def test_retok_bleu_bootstrap_matches_sacrebleu_cli_on_tokenized_text(
     tmp_path: Path, systems: list[Path]
 ) -> None:
-    """--metrics tok_bleu: the systems and reference are tokenized (test treatment), and the bootstrap
+    """--metrics tok_bleu_retok: the systems and reference are tokenized (test treatment), and the bootstrap
     equals sacrebleu's --paired-bs on those files with tokenize none, smoothing none."""
     from pipeline_lib.data.moses import tokenize_like_test_set
 
     out = tmp_path / "sig.json"
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline_lib", "significance", "--ref", str(REF), "--baseline", str(systems[0]),
-         "--systems", *map(str, systems[1:]), "-o", str(out), "--metrics", "tok_bleu", "--moses-lang", "en",
+         "--systems", *map(str, systems[1:]), "-o", str(out), "--metrics", "tok_bleu_retok", "--moses-lang", "en",
          "--n-samples", "200"],
         capture_output=True, text=True,
     )  # fmt: skip
@@ -182,7 +182,7 @@ def test_tok_bleu_bootstrap_matches_sacrebleu_cli_on_tokenized_text(
          "--paired-bs-n", "200", "-m", "bleu", "--tokenize", "none", "--smooth-method", "none", "--force", "-f", "json"],
         capture_output=True, text=True, check=True, env=env,
     ).stdout)  # fmt: skip
-    block = json.loads(out.read_text())["vs_baseline"]["tok_bleu"]
+    block = json.loads(out.read_text())["vs_baseline"]["tok_bleu_retok"]
     for theirs, mine in zip(cli, [block["baseline"], *block["systems"]], strict=True):
         assert mine["score"] == theirs["BLEU"]["score"]
         if theirs["BLEU"]["p_value"] is not None:
@@ -190,7 +190,7 @@ def test_tok_bleu_bootstrap_matches_sacrebleu_cli_on_tokenized_text(
     assert "tok:none" in block["signature"]
     rc = subprocess.run(
         [sys.executable, "-m", "pipeline_lib", "significance", "--ref", str(REF), "--baseline", str(systems[0]),
-         "--systems", str(systems[1]), "-o", str(out), "--metrics", "tok_bleu"],
+         "--systems", str(systems[1]), "-o", str(out), "--metrics", "tok_bleu_retok"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert rc.returncode == 2 and "--moses-lang" in rc.stderr

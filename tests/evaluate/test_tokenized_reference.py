@@ -119,8 +119,8 @@ def test_score_tokenizes_the_hypothesis_like_the_reference(multi_bleu: Path, tmp
     hyp.write_text("".join(line + "\n" for line in _system(lines[:-1], seed=5) + [QUOTED]))
     out = tmp_path / "score.json"
     assert main(["score", "--hyp", str(hyp), "--ref", str(ref_raw), "--ref-tok", str(ref_tok), "--ref-tok-meta",
-                 str(meta), "--moses-lang", "fr", "--metrics", "tok_bleu", "--output", str(out)]) == 0  # fmt: skip
-    ours = json.loads(out.read_text())["scores"]["tok_bleu"]["score"]
+                 str(meta), "--moses-lang", "fr", "--metrics", "tok_bleu_retok", "--output", str(out)]) == 0  # fmt: skip
+    ours = json.loads(out.read_text())["scores"]["tok_bleu_retok"]["score"]
     hyp_tok = tokenize_like_test_set(hyp.read_text().splitlines(), "fr")
     assert round(ours, 2) == pytest.approx(
         _perl_bleu(multi_bleu, hyp_tok, ref_tok.read_text().splitlines(), tmp_path), abs=0.005

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from export_fixtures import MAX_LEN_B, TOKENS, save_toy_checkpoint, token_lines, toy_sources, train_toy_model
+from fairseq_peer_venv import PEER, PEER_MARKS, peer_env
 
 from pipeline_lib.cli import main as cli_main
 from pipeline_lib.data.vocab import Vocabulary
@@ -26,17 +26,8 @@ from pipeline_lib.decode.search import BOS, SearchConfig
 from pipeline_lib.decode.translator import collate_sources, translate
 from pipeline_lib.export.fairseq import fairseq_ids, generate_hypotheses
 
-CACHE = Path(os.environ.get("DEEPNMT_BENCH_CACHE", Path.home() / ".cache" / "deepnmt-bench"))
-PEER = CACHE / "venvs" / "fairseq"
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("DEEPNMT_TEST_PEERS") != "1", reason="peer oracles: make test-peers"),
-    pytest.mark.skipif(
-        not (PEER / ".deepnmt-bench-installed").is_file(),
-        reason=f"no fairseq peer venv at {PEER} (bench/peers/install.sh fairseq)",
-    ),
-]
-# fairseq 0.12's torch.load of a checkpoint with an argparse Namespace needs the pre-2.6 default
-ENV = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "OMP_NUM_THREADS": "2"}
+pytestmark = PEER_MARKS
+ENV = peer_env(threads=2)
 UPDATES = 90
 
 
@@ -121,3 +112,69 @@ def test_fairseq_generate_gives_our_hypotheses(exported, tmp_path, lenpen):
             assert score == pytest.approx(nbest[0].score / math.log(2), abs=1e-4)  # fairseq prints base 2
     print(f"{model.config.residual} lenpen {lenpen}: {same}/{len(sources)} identical to fairseq-generate")
     assert same == len(sources)
+
+
+def test_tokenized_bleu_equals_fairseq_generate_bleu4(exported, tmp_path):
+    """tok_bleu from our generate file equals the BLEU4 line of fairseq-generate --remove-bpe, with
+    reference words outside the dictionary (fairseq scores them as <<unk>>) and BPE pieces."""
+    model, out = exported
+    sources = toy_sources(120, seed=11)
+    vocab = Vocabulary(TOKENS)
+    cfg = SearchConfig(beam=4, lenpen=1.0, max_len_b=MAX_LEN_B, min_len=1)
+    hyps = translate(model, sources, cfg, progress=False)  # fairseq-generate's own, by the test above
+    # references near the hypotheses (a toy model's BLEU4 against the shifted sources is 0), with
+    # unknown words, unknown BPE pieces and dropped tokens
+    refs = []
+    for i, nbest in enumerate(hyps):
+        row = vocab.decode(nbest[0].tokens)
+        if i % 3 == 0 and len(row) > 2:
+            row = row[:-1]
+        if i % 4 == 0:
+            row[len(row) // 2] = f"oov{i}"  # an unknown word
+        if i % 5 == 0:
+            row.insert(0, "oov@@")  # an unknown BPE piece glued to the next word
+        refs.append(row)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "test.xx").write_text("".join(" ".join(r) + "\n" for r in token_lines(sources)), encoding="utf-8")
+    (raw / "test.yy").write_text("".join(" ".join(r) + "\n" for r in refs), encoding="utf-8")
+    data = tmp_path / "data"
+    _run(
+        "fairseq-preprocess", "-s", "xx", "-t", "yy", "--srcdict", str(out / "dict.xx.txt"),
+        "--tgtdict", str(out / "dict.yy.txt"), "--testpref", str(raw / "test"), "--destdir", str(data),
+        "--workers", "1",
+    )  # fmt: skip
+    log = _run(
+        "fairseq-generate", str(data), "--path", str(out / "checkpoint.pt"), "--gen-subset", "test",
+        "-s", "xx", "-t", "yy", "--beam", "4", "--nbest", "1", "--lenpen", "1.0", "--remove-bpe",
+        "--max-len-a", "0", "--max-len-b", str(MAX_LEN_B), "--min-len", "1", "--batch-size", "32",
+        "--required-batch-size-multiple", "1", "--cpu", "--seed", "1",
+    )  # fmt: skip
+    assert "<<unk>>" in log  # the T lines carry the escaped unknown words
+    (bleu4,) = [line.split("BLEU4 = ")[1] for line in log.splitlines() if "BLEU4 = " in line]
+    theirs = float(bleu4.split(",")[0])
+
+    # what `translate --output-generate` writes on a binarized split: T = the reference's ids read back
+    # through the vocabulary (unknown -> <unk>), H = the model's subwords
+    lines = []
+    for i, (ref, nbest) in enumerate(zip(refs, hyps, strict=True)):
+        lines += [
+            f"T-{i}\t{vocab.string(vocab.encode(ref))}",
+            f"H-{i}\t{nbest[0].score}\t{vocab.string(nbest[0].tokens)}",
+        ]
+    gen = tmp_path / "test.generate"
+    gen.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    hyp_text, ref_text = tmp_path / "test.hyp", tmp_path / "test.yy"
+    hyp_text.write_text(
+        "".join(vocab.string(n[0].tokens).replace("@@ ", "") + "\n" for n in hyps), encoding="utf-8"
+    )
+    ref_text.write_text("".join(" ".join(r).replace("@@ ", "") + "\n" for r in refs), encoding="utf-8")
+    score = tmp_path / "score.json"
+    argv = ["score", "--hyp", str(hyp_text), "--ref", str(ref_text), "--generate", str(gen)]
+    assert cli_main([*argv, "--metrics", "tok_bleu", "--output", str(score)]) == 0
+    ours = json.loads(score.read_text())["scores"]["tok_bleu"]
+    print(f"{model.config.residual}: tok_bleu {ours['score']:.4f} vs fairseq-generate BLEU4 {theirs:.2f}")
+    print(f"  ours:   {ours['fairseq']}\n  theirs: BLEU4 = {bleu4}")
+    assert 5 < theirs < 100
+    assert ours["score"] == pytest.approx(theirs, abs=0.01)
+    assert ours["fairseq"] == f"BLEU4 = {bleu4}"

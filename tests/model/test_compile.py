@@ -72,14 +72,14 @@ def test_train_cli_with_compile_follows_the_eager_losses(tmp_path: Path) -> None
     bin_dir = make_bin_dir(tmp_path / "data", n_train=48)
     runs = {}
     for name, extra in (("eager", []), ("compiled", ["--compile"])):
-        argv = train_args(bin_dir, tmp_path / name, "--max-update", "6", "--dropout", "0", "--pad-to-multiple", "8",
+        argv = train_args(bin_dir, tmp_path / name, "--max-update", "6", "--optimizer", "adam", "--dropout", "0", "--pad-to-multiple", "8",
                           "--attention-dropout", "0", "--activation-dropout", "0", *extra)  # fmt: skip
         assert main(argv) == 0
         runs[name] = [r["loss"] for r in read_log(tmp_path / name)]
     assert len(runs["eager"]) == 6
     # the eager CPU run scores its output in token chunks, the compiled one whole: rounding differs
     assert runs["compiled"] == pytest.approx(runs["eager"], rel=1e-4)
-    assert runs["compiled"][-1] < runs["compiled"][0]
+    assert runs["compiled"][-1] < runs["compiled"][0]  # adam: TC's RAdam moves nothing in 5 updates
     assert counters["stats"]["unique_graphs"] >= 2  # it did compile: dynamo traced the layers
     eager_state = torch.load(tmp_path / "eager" / "checkpoint_last.pt", weights_only=False)["model"]
     compiled_state = torch.load(tmp_path / "compiled" / "checkpoint_last.pt", weights_only=False)["model"]
@@ -94,3 +94,22 @@ def test_compile_refuses_what_it_replaces(tmp_path: Path, capsys, flags: list[st
     bin_dir = make_bin_dir(tmp_path / "data", n_train=8)
     assert main(train_args(bin_dir, tmp_path / "x", "--max-update", "1", "--compile", *flags)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cuda_graph_mode_is_inductor_only_and_checked_at_the_boundary() -> None:
+    """--compile-mode reduce-overhead: refused without --compile, on a CPU, or without bounded shapes
+    (tests/train/test_cuda.py::test_cuda_graphs_follow_eager checks it against eager on a GPU)."""
+    from pipeline_lib.errors import ConfigError
+    from pipeline_lib.train.config import TrainConfig
+
+    model = build_model(model_config("post_ln"))
+    with pytest.raises(ValueError, match="inductor only"):
+        compile_layers(model, backend="aot_eager", mode="reduce-overhead")
+    base = dict(data="d", source_lang="xx", target_lang="yy", save_dir="s", max_update=1)
+    with pytest.raises(ConfigError, match="needs --compile"):
+        TrainConfig(**base, compile_mode="reduce-overhead")
+    with pytest.raises(ConfigError, match="--device cuda and --pad-to-multiple 8"):
+        TrainConfig(**base, compile=True, compile_mode="reduce-overhead", device="cpu", pad_to_multiple=8)
+    with pytest.raises(ConfigError, match="--device cuda and --pad-to-multiple 8"):
+        TrainConfig(**base, compile=True, compile_mode="reduce-overhead", device="cuda")
+    TrainConfig(**base, compile=True, compile_mode="reduce-overhead", device="cuda", pad_to_multiple=8)

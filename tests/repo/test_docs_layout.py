@@ -114,13 +114,37 @@ def test_every_repository_path_named_exists(doc: Path):
     assert not missing, f"{doc.relative_to(REPO)} names paths that do not exist: {missing}"
 
 
-def _readme_gpu_hours() -> dict[str, str]:
+def _readme_config_rows() -> dict[str, list[str]]:
     rows = {}
     for line in README.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and re.fullmatch(r"`config\.[\w.]+\.yaml`", cells[0]):
-            rows[cells[0].strip("`")] = cells[2]
+        if len(cells) == 4 and re.fullmatch(r"`config\.[\w.]+\.yaml`", cells[0]):
+            rows[cells[0].strip("`")] = cells[2:]
     return rows
+
+
+def _readme_gpu_hours() -> dict[str, str]:
+    return {config: cells[0] for config, cells in _readme_config_rows().items()}
+
+
+def test_readme_paper_configs_estimates_are_the_plans():
+    """The README's measured-rate column is what `plan --gpu-memory-gb 80` / `141` estimates today."""
+    for config, (_, estimates) in _readme_config_rows().items():
+        got = []
+        for memory_gb in ("80", "141"):
+            proc = subprocess.run(
+                [sys.executable, "-m", "pipeline_lib", "plan", "--experiments-only", "--configfile", config,
+                 "--gpu-memory-gb", memory_gb],
+                cwd=REPO, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            total = re.search(r"^\| \*\*train total\*\* \|(?: \|)* \*\*([\d,]+)\*\* \|", proc.stdout, re.M)
+            assert total, proc.stdout[-3000:]
+            got.append("not priced" if "Not priced" in proc.stdout else total.group(1))
+        if "not priced" in estimates:
+            assert got == ["not priced", "not priced"], (config, got)
+        else:
+            assert estimates == " / ".join(got), (config, estimates, got)
 
 
 def test_readme_paper_configs_gpu_hours_are_the_plans():

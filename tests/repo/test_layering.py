@@ -15,6 +15,8 @@ SHARED = {
     "errors",
     "atomic",
     "digest",
+    "run_lock",  # one process per run directory: train, download
+    "lang_code",  # the language-code pattern: the schema and every stage CLI
     "dataclass_cli",
     "field_spec",
     "letters",
@@ -68,11 +70,12 @@ ALLOWED: dict[str, set[str]] = {
     "evaluate": {"data", "divergence"},  # data: the Moses test-set tokenization tokenized BLEU needs
     "backtranslation": {"data"},
     # export maps a checkpoint and the decoder's settings into the peers' terms (fairseq, CTranslate2)
-    "export": {"data", "model", "checkpoint", "decode"},
+    "export": {"data", "model", "checkpoint", "decode", "decode.search_config"},
     "report": {"divergence"},
     "workflow": {"model", "train", "divergence", "decode.search_config"},
+    "job_signals": set(),
     "cli": set(),
-    "__main__": {"cli"},
+    "__main__": {"cli", "job_signals"},
     "__init__": set(),
 }
 

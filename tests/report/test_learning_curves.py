@@ -31,3 +31,16 @@ def test_learning_curves_plot_every_interval_record_over_updates(tmp_path: Path,
     assert list(curve.get_xdata()) == list(range(10, 160, 10))
     assert curve.get_ydata()[0] == pytest.approx(2**7.0)
     assert list(train_ax.lines[1].get_xdata()) == [150]  # the end of epoch 1, marked
+
+
+def test_an_experiment_keeps_its_colour_across_reruns_and_reorderings():
+    from pipeline_lib.report.learning_curves import stable_colors
+
+    first = stable_colors(["post_ln_18", "admin_18", "pre_ln_18"])
+    assert len(set(first.values())) == 3
+    assert stable_colors(["pre_ln_18", "post_ln_18", "admin_18"]) == first  # the spec's order is no input
+    # a run listed before the others (a new table, a new first experiment) moves nobody's colour,
+    # unless it takes a slot another one wanted, and then only that one
+    more = stable_colors(["aaa_new", "post_ln_18", "admin_18", "pre_ln_18"])
+    assert sum(more[n] != c for n, c in first.items()) <= 1
+    assert len(set(stable_colors([f"e{i}" for i in range(15)]).values())) == 15

@@ -20,7 +20,6 @@ import yaml
 from pipeline_lib.cli import main as pipeline
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate.segments import read_segments
-from pipeline_lib.report.cli import configfile_flags
 from pipeline_lib.report.inputs import Run
 from pipeline_lib.report.marks import paper_entries
 from pipeline_lib.report.paper import PaperColumns
@@ -67,8 +66,12 @@ def write_run(tmp: Path, name: str, hyps: list[str], ppl: float = 300.0) -> dict
     d.mkdir(parents=True, exist_ok=True)
     (d / "test.hyp").write_text("\n".join(hyps) + "\n", encoding="utf-8")
     (d / "status.json").write_text(json.dumps({"status": "completed", "update": 500, "valid": {"ppl": ppl}}))
+    refs = REF.read_text(encoding="utf-8").splitlines()
+    generate = [f"T-{i}\t{r}\nH-{i}\t-1.0\t{h}\n" for i, (r, h) in enumerate(zip(refs, hyps, strict=True))]
+    (d / "test.generate").write_text("".join(generate), encoding="utf-8")  # translate's, no subwords here
     argv = ["score", "--hyp", str(d / "test.hyp"), "--ref", str(REF), "--output", str(d / "test.score.json")]
-    assert pipeline([*argv, "--metrics", "bleu", "tok_bleu", "--moses-lang", "en", "--system", name]) == 0
+    argv += ["--generate", str(d / "test.generate"), "--subword", "none"]
+    assert pipeline([*argv, "--metrics", "bleu", "tok_bleu", "--system", name]) == 0
     return {"hyp": str(d / "test.hyp"), "score": str(d / "test.score.json"), "status": str(d / "status.json"),
             "train_log": str(d / "none.jsonl")}  # fmt: skip
 
@@ -79,7 +82,8 @@ def significance(tmp: Path, table: str, plan, matrix: bool = False) -> str:
     out = tmp / f"sig_{table}.json"
     argv = ["significance", "--ref", str(REF), "--baseline", f"{base}={tmp / base / 'test.hyp'}",
             "--systems", *[f"{s}={tmp / s / 'test.hyp'}" for s in systems], "--output", str(out),
-            "--metrics", plan.significance_metric(table), "--moses-lang", "en", "--n-samples", "200"]  # fmt: skip
+            "--metrics", plan.significance_metric(table), "--moses-lang", "en", "--n-samples", "200",
+            "--generate", *[f"{s}={tmp / s / 'test.generate'}" for s in [base, *systems]], "--subword", "none"]  # fmt: skip
     assert pipeline(argv + ([] if matrix else ["--no-matrix"])) == 0
     return str(out)
 
@@ -221,17 +225,10 @@ def test_decoding_is_a_footnote_when_shared_and_a_column_when_not(tmp_path: Path
     assert "Decoding:" not in best[-1][0]
 
 
-def test_the_rerun_hint_names_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.chdir(REPO)
-    flags = configfile_flags([REPO / "config.wmt14_en_fr.yaml"])  # Snakemake's absolute paths
-    assert flags == " --configfiles config.wmt14_en_fr.yaml" and configfile_flags([]) == ""
-    spec_file = tmp_path / "spec.json"
-    argv = ["report", "--spec-json", json.dumps({"tables_path": "results/wmt14_en_fr/tables.md"}),
-            "--write-spec", str(spec_file), *flags.split()]  # fmt: skip
-    assert pipeline(argv) == 0
+def test_the_rerun_hint_names_the_config_file():
     from pipeline_lib.report.tables import rerun_command
 
-    spec = json.loads(spec_file.read_text())
+    spec = {"tables_path": "results/wmt14_en_fr/tables.md", "configfiles": ["config.wmt14_en_fr.yaml"]}
     assert (
         rerun_command(spec) == "snakemake results/wmt14_en_fr/tables.md --configfile config.wmt14_en_fr.yaml"
     )
@@ -319,9 +316,11 @@ def test_the_workflow_passes_the_configfile_to_the_spec(tmp_path: Path):
 
     (tmp_path / "mine.yaml").write_text((REPO / "config.wmt14_en_fr.yaml").read_text())
     target = "results/wmt14_en_fr/report_spec.json"
-    proc = run_snakemake(["-n", "-p", "--forceall", target, "--configfile", "mine.yaml"], cwd=tmp_path)
+    proc = run_snakemake(["--cores", "1", target, "--configfile", "mine.yaml"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert f"--write-spec {target} --configfiles mine.yaml >" in proc.stdout
+    spec = json.loads((tmp_path / target).read_text())
+    assert spec["configfiles"] == ["mine.yaml"] and spec["workdir"] == str(tmp_path)
+    assert spec["snakefile"] == str(REPO / "Snakefile")
 
 
 def test_the_dlcl_table_shows_wangs_eval_under_its_own_label():
@@ -350,3 +349,38 @@ def test_the_dlcl_table_shows_wangs_eval_under_its_own_label():
     assert first[header.index("Paper BLEU (DLCL eval, compound split)")] == "27.5"  # the paper's tok_bleu
     assert first[header.index("Δ paper")] == "-0.5"
     assert "dlcl's wmt_en2de_google_multi_bleu.sh" in table[-1][0]
+
+
+def test_a_papers_mean_over_runs_shows_its_std():
+    """Admin Table 2's IWSLT rows are means ± std over five runs: the std is a number of the config
+    (tok_bleu_std) and the Paper cell prints it as the paper does."""
+    cfg = yaml.safe_load((REPO / "config.iwslt14_fig10.yaml").read_text())
+    validate_config(copy.deepcopy(cfg), SCHEMA)
+    entries = cfg["tables"]["table1"]["paper"]
+    assert entries["iwslt_6L6L_postln"]["tok_bleu_std"] == 0.23
+    status = {"status": "completed", "update": 10}
+    run = Run("iwslt_6L6L_postln", {}, status, {"scores": {"tok_bleu": {"score": 35.0, "signature": "x"}}})
+    assert PaperColumns(entries, "tok_bleu", 0.5).cells(run) == ["35.64 ± 0.23", "-0.6"]
+    bad = copy.deepcopy(cfg)
+    bad["tables"]["table1"]["paper"]["iwslt_6L6L_postln"]["tok_bleu_std"] = -0.1
+    with pytest.raises(ConfigError, match=r"iwslt_6L6L_postln"):
+        validate_config(bad, SCHEMA)
+
+
+def test_the_rerun_hint_works_from_any_directory(tmp_path: Path, monkeypatch):
+    from pipeline_lib.report.spec_file import write_spec
+    from pipeline_lib.report.tables import rerun_command
+
+    run_dir = tmp_path / "my run"
+    run_dir.mkdir()
+    monkeypatch.chdir(run_dir)  # report_spec runs in the workflow's working directory
+    spec = {
+        "tables_path": "results/tables.md",
+        "configfiles": ["my.yaml"],
+        "snakefile": str(REPO / "Snakefile"),
+    }
+    write_spec(spec, run_dir / "spec.json")
+    hint = rerun_command(json.loads((run_dir / "spec.json").read_text()))
+    assert (
+        hint == f"cd '{run_dir}' && snakemake -s {REPO / 'Snakefile'} results/tables.md --configfile my.yaml"
+    )

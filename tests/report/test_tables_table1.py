@@ -48,3 +48,21 @@ def test_without_dev_ppl_the_paper_shape_stays():
     spec = {"split": "test", "tables": {"table1": {"baseline": "base", "rows": []}}}
     text = "\n".join(render_table1(spec, runs, Significance(None)))
     assert "Dev ppl" not in text and "| Model | #param | T↓ |" in text
+
+
+def test_table1_shows_chrf_and_names_the_settings_a_row_was_trained_with_where_rows_differ():
+    base_score = {"scores": {**score(20.0)["scores"], "chrf": {"score": 51.25, "signature": "chrF2-sig"}}}
+    recipe = {"lr": 0.0007, "warmup_updates": 4000, "dropout": 0.1}
+    runs = {
+        "base": Run("base", {**info(6, "post_ln"), "recipe": recipe}, {"status": "completed"}, base_score),
+        "hot": Run("hot", {**info(6, "admin"), "recipe": {**recipe, "lr": 0.002}}, {"status": "completed"},
+                   base_score),
+    }  # fmt: skip
+    spec = {"split": "test", "tables": {"table1": {"baseline": "base", "rows": ["hot"]}}}
+    text = "\n".join(render_table1(spec, runs, Significance(None)))
+    assert "| T↓ | M↑ | chrF2↑ |" in text and "| 51.2 |" in text
+    header = next(line for line in text.splitlines() if line.startswith("| Model"))
+    assert header.endswith("| Differs in |")
+    assert "| lr 0.0007 |" in text and "| lr 0.002 |" in text  # only the key that differs
+    same = {n: Run(n, {**r.info, "recipe": recipe}, r.status, r.score) for n, r in runs.items()}
+    assert "Differs in" not in "\n".join(render_table1(spec, same, Significance(None)))

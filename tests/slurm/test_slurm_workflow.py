@@ -3,7 +3,7 @@ with a test copy of profiles/slurm.
 
 1. A reduced tiny end-to-end run (data -> BPE -> binarize -> Admin profiling -> training ->
    averaging -> decoding -> scores -> significance -> analysis -> tables): every job but the
-   workflow's `localrules` (all, report_spec) is an sbatch job, and results/tables.md is produced.
+   workflow's `localrules` (all, report_spec, curves_spec) is an sbatch job, and results/tables.md is produced.
    tests/e2e/test_workflow.py runs the full tiny config locally; through SLURM it takes ~6 minutes
    on 2 CPUs, so back-translation and the stability map are left out here.
 2. Preemption: a training job is sent SIGTERM with `scancel --signal=TERM` mid-run; the trainer
@@ -61,7 +61,7 @@ def test_tiny_workflow_through_slurm(tmp_path: Path, slurm_cluster):
     blocks = RULE_BLOCK.findall(log)
     remote = [name for kind, name in blocks if kind == "rule"]
     local = sorted(name for kind, name in blocks if kind == "localrule")
-    assert local == ["all", "report_spec"], local  # the Snakefile's `localrules`
+    assert local == ["all", "curves_spec", "report_spec"], local  # the Snakefile's `localrules`
     submitted = SUBMITTED.findall(log)
     job_ids = [jid for _, jid, _ in submitted]
     assert len(remote) == len(submitted) == len(set(job_ids)), (remote, submitted)

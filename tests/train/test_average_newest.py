@@ -72,3 +72,22 @@ def test_epoch_checkpoints_average_the_newest_n(tmp_path: Path) -> None:
         == 0
     )
     assert_mean_of(out, weights[-3:])
+
+
+def test_upper_bound_averages_the_last_n_epochs_up_to_it(tmp_path: Path) -> None:
+    # fairseq's average_checkpoints.py: --num-epoch-checkpoints 3 --checkpoint-upper-bound 10 takes
+    # epochs 8-10 even though epochs 11 and 12 exist (deepnmt's eval: 10 epochs up to epoch 50)
+    weights = {e: write_checkpoint(epoch_path(tmp_path, e), e, e, 100 * e) for e in range(1, 13)}
+    out = tmp_path / "avg.pt"
+    args = ["average", "--save-dir", str(tmp_path), "--num-epoch-checkpoints", "3", "--output", str(out)]
+    assert main([*args, "--checkpoint-upper-bound", "10"]) == 0
+    assert_mean_of(out, [weights[8], weights[9], weights[10]])
+    assert load_checkpoint(out)["num_updates"] == 1000
+    assert main([*args, "--checkpoint-upper-bound", "2"]) == 2  # two epochs up to 2: too few
+
+
+def test_upper_bound_needs_epoch_averaging(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "avg.pt"
+    args = ["average", "--save-dir", str(tmp_path), "--num-update-checkpoints", "2", "--output", str(out)]
+    assert main([*args, "--checkpoint-upper-bound", "5"]) == 2
+    assert "--checkpoint-upper-bound requires --num-epoch-checkpoints" in capsys.readouterr().err

@@ -52,7 +52,7 @@ def test_fp32_training_on_the_gpu_learns(fp32_run: Path) -> None:
     _learned(fp32_run)
 
 
-@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+@pytest.mark.parametrize("amp", ["bf16", "fp16", "fairseq_fp16"])
 def test_mixed_precision_training_learns_with_fp32_master_weights(
     bin_dir: Path, tmp_path: Path, amp: str
 ) -> None:
@@ -63,6 +63,8 @@ def test_mixed_precision_training_learns_with_fp32_master_weights(
     assert all(v.dtype == torch.float32 for v in state["model"].values() if v.is_floating_point())
     if amp == "fp16":
         assert state["scaler"]["scale"] > 0  # the GradScaler really ran and was checkpointed
+    if amp == "fairseq_fp16":  # fairseq's scaler ran and was checkpointed, with its counters
+        assert state["scaler"]["loss_scale"] > 0 and state["scaler"]["iter"] > 0
     # resuming a finished run (scaler state included) finds nothing to do and keeps the log
     before = read_log(save)
     assert main(gpu_args(bin_dir, save, "--max-epoch", "12", "--amp", amp)) == 0
@@ -137,3 +139,17 @@ def test_deferred_stats_and_compile_on_the_gpu(bin_dir: Path, tmp_path: Path) ->
         runs[name] = [r["loss"] for r in read_log(tmp_path / name)]
     assert runs["deferred"] == runs["plain"] and len(runs["plain"]) == 12
     assert runs["compiled"] == pytest.approx(runs["plain"], rel=2e-2)
+
+
+def test_cuda_graphs_follow_eager(bin_dir: Path, tmp_path: Path) -> None:
+    """--compile-mode reduce-overhead (each layer's forward and backward replayed as CUDA graphs, one per
+    padded batch shape) gives eager's fp32 losses, through validation and with accumulation too."""
+    runs = {}
+    flags = ("--max-update", "12", "--pad-to-multiple", "8", "--max-tokens", "100", "--update-freq", "2")
+    for name, extra in (("eager", []), ("graphs", ["--compile", "--compile-mode", "reduce-overhead"])):
+        assert main(gpu_args(bin_dir, tmp_path / name, *flags, *extra)) == 0
+        runs[name] = [r["loss"] for r in read_log(tmp_path / name)]
+        runs[name + "_valid"] = [r["loss"] for r in read_log(tmp_path / name, "valid")]
+    assert len(runs["eager"]) == 12
+    assert runs["graphs"] == pytest.approx(runs["eager"], rel=1e-4)
+    assert runs["graphs_valid"] == pytest.approx(runs["eager_valid"], rel=1e-4)

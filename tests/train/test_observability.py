@@ -56,7 +56,9 @@ def test_tensorboard_holds_the_logged_scalars_and_progress_lines_show(
     bin_dir: Path, tmp_path: Path, capsys
 ) -> None:
     save = tmp_path / "run"
-    args = train_args(bin_dir, save, "--max-update", "7", "--progress-interval", "0")
+    args = train_args(
+        bin_dir, save, "--max-update", "7", "--progress-interval", "0", "--validate-interval-updates", "0"
+    )
     args[args.index("--progress") + 1] = "lines"
     assert main(args) == 0
     train, valid = read_log(save), read_log(save, "valid")
@@ -110,7 +112,7 @@ def test_validate_interval_updates_adds_dev_points_without_changing_training(
     bin_dir: Path, tmp_path: Path
 ) -> None:
     plain, dense = tmp_path / "plain", tmp_path / "dense"
-    assert main(train_args(bin_dir, plain, "--max-epoch", "3")) == 0
+    assert main(train_args(bin_dir, plain, "--max-epoch", "3", "--validate-interval-updates", "0")) == 0
     assert main(train_args(bin_dir, dense, "--max-epoch", "3", "--validate-interval-updates", "3")) == 0
     train = read_log(dense)
     assert series(train, "loss") == series(read_log(plain), "loss")  # validation perturbs nothing

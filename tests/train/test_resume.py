@@ -150,3 +150,23 @@ def test_corrupt_checkpoint_errors_and_resume_falls_back(tmp_path: Path, capsys)
         path.write_bytes(b"garbage")
     assert main(train_args(bin_dir, broken, "--max-epoch", "4")) == 2
     assert "no readable checkpoint" in capsys.readouterr().err
+
+
+def test_another_split_of_the_same_tokens_per_update_resumes_the_run(tmp_path: Path, capsys) -> None:
+    """A run moved to cards of another size (max_tokens x update_freq kept) continues, mid-epoch."""
+    bin_dir = make_bin_dir(tmp_path)
+    save = tmp_path / "run"
+    assert (
+        main(train_args(bin_dir, save, "--max-update", "3", "--max-tokens", "100", "--update-freq", "2")) == 0
+    )
+    first = load_checkpoint(save / "checkpoint_last.pt")["iterator"]
+    assert first["batch_index"] > 0 and first["plan_length"], "the first leg should stop inside an epoch"
+    capsys.readouterr()
+    assert (
+        main(train_args(bin_dir, save, "--max-update", "6", "--max-tokens", "200", "--update-freq", "1")) == 0
+    )
+    err = capsys.readouterr().err
+    assert "resuming from" in err and f"batch {first['batch_index']} ->" in err, err
+    assert not (save / "superseded").exists()
+    updates = [r["update"] for r in read_log(save)]
+    assert updates == sorted(set(updates)) and updates[-1] == 6

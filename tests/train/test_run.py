@@ -42,13 +42,19 @@ def test_loss_falls_and_outputs(bin_dir: Path, tmp_path: Path) -> None:
         assert key in train[-1]
     assert train[-1]["memory_kind"] == "peak_rss" and train[-1]["memory_mb"] > 0
     names = sorted(p.name for p in save.glob("checkpoint*.pt"))
-    assert names == ["checkpoint6.pt", "checkpoint7.pt", "checkpoint8.pt", "checkpoint_last.pt"]
+    assert names == [
+        "checkpoint6.pt",
+        "checkpoint7.pt",
+        "checkpoint8.pt",
+        "checkpoint_best.pt",
+        "checkpoint_last.pt",
+    ]
     status = json.loads((save / "status.json").read_text())
     assert (
         status["status"] == "completed" and status["update"] == train[-1]["update"] and status["epoch"] == 8
     )
     ckpt = load_checkpoint(save / "checkpoint8.pt")
-    assert ckpt["iterator"] == {"epoch": 9, "batch_index": 0} and ckpt["epoch"] == 8
+    assert ckpt["iterator"]["epoch"] == 9 and ckpt["iterator"]["batch_index"] == 0 and ckpt["epoch"] == 8
     assert ckpt["vocab_sha256"] and "rng" not in ckpt
     model, meta = load_model(save / "checkpoint_last.pt")
     assert not model.training and "optimizer" not in meta

@@ -100,3 +100,37 @@ def test_a_run_without_recorded_settings_is_set_aside(tmp_path: Path):
     _leave_a_run(save)
     assert prepare_save_dir(save, run_identity(_train(tmp_path), {})) == "superseded"
     assert next((save / SUPERSEDED_DIR).iterdir()).name.endswith("unrecorded")
+
+
+def test_the_batch_counts_as_tokens_per_update_not_its_split(tmp_path: Path):
+    save = tmp_path / "exp"
+    v100 = run_identity(_train(tmp_path, max_tokens=3584, update_freq=8), {"d": 32}, world_size=16)
+    h200 = run_identity(_train(tmp_path, max_tokens=28672, update_freq=1), {"d": 32}, world_size=16)
+    one_node = run_identity(_train(tmp_path, max_tokens=28672, update_freq=2), {"d": 32}, world_size=8)
+    assert v100["id"] == h200["id"] == one_node["id"]
+    assert v100["train"]["tokens_per_update"] == 458_752 and "max_tokens" not in v100["train"]
+    half = run_identity(_train(tmp_path, max_tokens=3584, update_freq=4), {"d": 32}, world_size=16)
+    assert half["id"] != v100["id"]
+    prepare_save_dir(save, v100)
+    _leave_a_run(save)
+    assert prepare_save_dir(save, h200) == "resume"
+
+
+def test_a_run_recorded_under_the_older_identity_resumes(tmp_path: Path):
+    """Before the tokens-per-update rule the id digested max_tokens and update_freq themselves."""
+    import hashlib
+
+    train = _train(tmp_path, max_tokens=3584, update_freq=8)
+    new = run_identity(train, {"d": 32}, world_size=16)
+    settings = {
+        k: v for k, v in train.items() if k not in ("data", "save_dir", "admin_profile", "num_threads")
+    }
+    settings = {k: v for k, v in settings.items() if k not in ("max_update", "max_epoch")}
+    older = {"train": settings, "model": {"d": 32}, "data": new["data"], "admin_profile_sha256": None}
+    old_id = hashlib.sha256(json.dumps(older, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    save = tmp_path / "exp"
+    save.mkdir()
+    (save / IDENTITY_FILE).write_text(json.dumps({**older, "id": old_id, "budget": new["budget"]}))
+    _leave_a_run(save)
+    assert prepare_save_dir(save, new) == "resume"
+    assert json.loads((save / IDENTITY_FILE).read_text())["id"] == new["id"]

@@ -122,7 +122,6 @@ def commands(plan: Plan) -> list[tuple[str, str, Callable[[], str]]]:
         out.append(("significance", table, lambda t=table: cmd.significance(t)))
     if plan.analysis_systems():
         out.append(("analyze", "analysis", cmd.analyze))
-    out.append(("report", "report", lambda: cmd.report_spec("spec.json")))
     return out
 
 
@@ -130,7 +129,8 @@ def commands(plan: Plan) -> list[tuple[str, str, Callable[[], str]]]:
 def test_every_command_of_every_config_parses_with_its_stages_parser(config: str, capsys):
     plan = plan_of(load(config))
     built = commands(plan)
-    assert {stage for stage, _, _ in built} >= {"preprocess", "train", "translate", "score", "report"}
+    # no report: its rules write the spec as a file (pipeline_lib/report/spec_file.py)
+    assert {stage for stage, _, _ in built} >= {"preprocess", "train", "translate", "score"}
     for stage, what, build in built:
         try:
             parse(stage, build())
@@ -253,3 +253,30 @@ def test_significance_lists_every_system_and_turns_the_matrix_off_only_when_aske
         assert (
             args.n_samples == plan.evaluation["bootstrap_samples"] and args.alpha == plan.evaluation["alpha"]
         )
+
+
+@pytest.mark.parametrize(
+    ("config", "bound"), [("config.wmt14_en_fr.yaml", 50), ("config.iwslt14_fig10.yaml", 90)]
+)
+def test_every_average_takes_its_scripts_upper_bound(config: str, bound: int):
+    """deepnmt nmt_eval/eval_enfr.sh:16,28 (50) and Transformer-Clinic eval_iwslt_de-en.sh:5,12 (90)."""
+    plan = plan_of(load(config))
+    for name in plan.experiments:
+        args = parse("average", Commands(plan).average(name))
+        assert (args.checkpoint_upper_bound, args.num_epoch_checkpoints) == (bound, 10), name
+
+
+def test_a_profile_seed_shares_one_profile_across_seeds_and_cells():
+    plan = plan_of(load("config.iwslt14_fig10.yaml"))
+    assert plan.profile_owners() == ["iwslt_6L6L_admin-s1111"]  # Table 2's five seeds and Figure 10's cells
+    for name in plan.profiled_names():
+        assert plan.admin_profile(name) == plan.admin_profile("iwslt_6L6L_admin-s1111")
+        assert parse("train", Commands(plan).train(name)).seed == plan.experiments[name]["seed"]
+    assert parse("profile", Commands(plan).profile("iwslt_6L6L_admin-s5555")).seed == 1111
+
+    per_seed = load("config.iwslt14_fig10.yaml")  # without profile_seed: a profile per run, at its seed
+    for recipe in per_seed["recipes"].values():
+        recipe.pop("profile_seed", None)
+    plan = plan_of(per_seed)
+    assert plan.profile_owners() == sorted(plan.profiled_names())
+    assert parse("profile", Commands(plan).profile("iwslt_6L6L_admin-s5555")).seed == 5555

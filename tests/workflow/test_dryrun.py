@@ -51,6 +51,37 @@ def listed_runs(cfg: dict) -> dict[str, dict]:
     }
 
 
+def profile_jobs(cfg: dict, exps: dict[str, dict], stab: dict | None) -> int:
+    """One profile per Admin run; runs whose recipe has profile_seed share one per model, data and
+    profiling settings (Transformer-Clinic iwslt14_de-en.md:75-106 profiles once at seed 1111)."""
+    per_run, shared = 0, set()
+    settings = ("dropout", "attention_dropout", "activation_dropout", "label_smoothing", "max_tokens")
+    runs = [
+        (
+            e["recipe"],
+            e.get("overrides", {}),
+            e["dataset"],
+            e["width"],
+            e["encoder_layers"],
+            e["decoder_layers"],
+        )
+        for e in exps.values()
+        if e["residual"] == "admin"
+    ]
+    if stab:
+        n_cells = len(stab["lrs"]) * len(stab.get("betas2", [0])) * len(stab.get("seeds", [1]))
+        for depth in stab["depths"] if "admin" in stab["methods"] else []:
+            enc, dec = (int(x) for x in depth.split("-"))
+            runs += [(stab["recipe"], {}, stab["dataset"], stab["width"], enc, dec)] * n_cells
+    for recipe, overrides, *model in runs:
+        rec = {**cfg["recipes"][recipe], **overrides}
+        if "profile_seed" in rec:
+            shared.add((*model, rec["profile_seed"], *(rec.get(k) for k in settings)))
+        else:
+            per_run += 1
+    return per_run + len(shared)
+
+
 def expected_counts(cfg: dict) -> Counter:
     # a seed group trains, averages, translates and scores one run per seed
     exps = listed_runs(cfg)
@@ -92,8 +123,7 @@ def expected_counts(cfg: dict) -> Counter:
                 cfg.get("backtranslation", {})[bt].get("shards", 1) for bt in used_bt
             ),
             "bt_mix": len(used_bt),
-            "profile_admin": sum(e["residual"] == "admin" for e in exps.values())
-            + sum(m == "admin" for m, _, _ in stab_runs),
+            "profile_admin": profile_jobs(cfg, exps, stab),
             "train": sum(not e.get("backtranslation") for e in exps.values()) + len(stab_runs),
             "train_backtranslation": sum(bool(e.get("backtranslation")) for e in exps.values()),
             # a decoded grid (Admin Figure 10) averages, translates and scores every run
@@ -104,6 +134,7 @@ def expected_counts(cfg: dict) -> Counter:
             "analyze": int(bool(tables.get("analysis", tables.get("table1", {}).get("rows")))),
             "report_spec": 1,
             "report": 1,
+            "curves_spec": 1,
             "learning_curves": 1,
             "stability_map": int(bool(stab)),
             "all": 1,

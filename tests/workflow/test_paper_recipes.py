@@ -27,9 +27,14 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPES = {
     "config.wmt14_en_fr.yaml": ((0.1, 0.1, 0.1), 7e-4, 8000, 50, 10, 10, 1.0, 458_752),
 }
-# Rows whose dropout trio differs from their config's: deepnmt's 60L-12L Admin (run_wmt14_en_fr.sh:61);
-# every other En-Fr row has TC's 0.1 / 0.1 / 0.1 (wmt14_en-fr.md:27,50,76,100,126)
-ROW_DROPOUTS = {"enfr_60L12L_admin": (0.2, 0.1, 0.1), "enfr_60L12L_admin_bt": (0.2, 0.1, 0.1)}
+# Rows that follow one script of their own: the En-Fr 60L-12L rows are TC's wmt14_en-fr.md as typed
+# (:38-60, :88-110, :149-183): seed 1111, 5000 tokens x 16 GPUs x update-freq 16, eval_wmt_en-fr.sh's
+# beam 5 and lenpen 0.8; (seed, tokens per update, beam, lenpen)
+TC_60L12L = (1111, 5000 * 16 * 16, 5, 0.8)
+ROW_SCRIPTS = {
+    name: TC_60L12L
+    for name in ("enfr_60L12L_default", "enfr_60L12L_preln", "enfr_60L12L_admin", "enfr_60L12L_admin_bt")
+}
 # Where the reference eval passes no --max-len-a/b: fairseq-generate's defaults (a 0, b 200)
 FAIRSEQ_MAX_LEN = (0.0, 200)
 # experiment: (encoder layers, decoder layers, d_model, residual, GPUs)
@@ -79,22 +84,29 @@ def test_every_paper_experiment_resolves_to_its_sources_values(config: str, monk
             "warmup": train.warmup_updates,
             "epochs": train.max_epoch,
             "optimizer": train.optimizer,
-            "amp": train.amp,
+            "fp16": (train.amp, train.fp16_scale_window, train.threshold_loss_scale),
         }
         want = {
             "layers": (enc, dec), "d_model": d_model, "residual": residual,
-            "dropouts": ROW_DROPOUTS.get(name, dropouts), "lr": lr,
-            "warmup": warmup, "epochs": epochs, "optimizer": "radam", "amp": "fp16",
+            "dropouts": dropouts, "lr": lr,
+            "warmup": warmup, "epochs": epochs, "optimizer": "radam",
+            # --fp16 --fp16-scale-window 256 --threshold-loss-scale 0.03125 in every script
+            "fp16": ("fairseq_fp16", 256, 0.03125),
         }  # fmt: skip
         assert got == want, name
+        seed, row_tokens, row_beam, row_lenpen = ROW_SCRIPTS.get(name, (1, tokens, beam, lenpen))
+        assert train.seed == seed, name
         assert effective_batch(plan, name)[0] == gpus, name
-        assert effective_batch(plan, name)[3] == tokens, name
-        assert train.max_tokens * train.update_freq * gpus == tokens, name
+        assert effective_batch(plan, name)[3] == row_tokens, name
+        assert train.max_tokens * train.update_freq * gpus == row_tokens, name
         avg = _parse("average", commands.average(name))
         assert avg.num_epoch_checkpoints == average, name
         decode = _parse("translate", commands.translate(name, "test", threads=1))
-        assert (decode.beam, decode.lenpen) == (beam, lenpen), name
+        assert (decode.beam, decode.lenpen) == (row_beam, row_lenpen), name
         assert (decode.max_len_a, decode.max_len_b) == FAIRSEQ_MAX_LEN, name
+        if name in ROW_SCRIPTS and residual == "admin":  # profiled as TC :156-167: its own flags, one GPU
+            profile = _parse("profile", commands.profile(name))
+            assert (profile.max_tokens, profile.dropout, profile.seed) == (5000, 0.1, 1111), name
 
 
 def test_iwslt14_fig10_config_resolves_to_its_sources_values(monkeypatch):
@@ -118,8 +130,9 @@ def test_iwslt14_fig10_config_resolves_to_its_sources_values(monkeypatch):
         ), name  # fmt: skip
         assert (train.dropout, train.attention_dropout, train.activation_dropout) == (0.3, 0.1, 0.1), name
         assert (train.optimizer, train.weight_decay, train.label_smoothing, train.clip_norm, train.amp) == (
-            "radam", 1e-4, 0.1, 0.0, "fp16",
+            "radam", 1e-4, 0.1, 0.0, "fairseq_fp16",
         ), name  # fmt: skip
+        assert (train.fp16_scale_window, train.threshold_loss_scale) == (256, 0.03125), name
         assert (train.warmup_init_lr, train.max_update, train.max_epoch) == (1e-7, 100_000, 0), name
         assert effective_batch(plan, name)[0] == 1 and train.max_tokens * train.update_freq == 4096, name
         avg = _parse("average", commands.average(name))

@@ -60,7 +60,13 @@ def test_every_en_de_row_resolves_to_its_papers_recipe(monkeypatch):
             "radam", (0.9, 0.98), 1e-3, 1e-7,
         ), name  # fmt: skip
         assert (train.dropout, train.attention_dropout, train.activation_dropout) == (0.1, 0.1, 0.1), name
-        assert (train.label_smoothing, train.clip_norm, train.weight_decay, train.amp) == (0.1, 0, 0, "fp16")
+        assert (train.label_smoothing, train.clip_norm, train.weight_decay, train.amp) == (
+            0.1,
+            0,
+            0,
+            "fairseq_fp16",
+        )
+        assert (train.fp16_scale_window, train.threshold_loss_scale) == (256, 0.03125), name
         gpus_got, _, _, tokens = effective_batch(plan, name)
         assert gpus_got == gpus, name
         if recipe == "tc":

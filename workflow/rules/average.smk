@@ -18,4 +18,4 @@ rule average:
     params:
         args=lambda wc: CMD.average(wc.exp),
     shell:
-        "python -m pipeline_lib average {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib average {params.args} > {log:q} 2>&1"

@@ -29,7 +29,7 @@ rule translate_backtranslation:
     params:
         args=lambda wc: CMD.backtranslate(wc.bt, int(wc.shard)),
     shell:
-        "python -m pipeline_lib translate {params.args} --threads {threads}"
+        "exec python -m pipeline_lib translate {params.args} --threads {threads}"
         " > {log:q} 2>&1"
 
 
@@ -50,4 +50,4 @@ rule bt_mix:
     params:
         args=lambda wc: CMD.bt_mix(wc.bt),
     shell:
-        "python -m pipeline_lib bt-mix {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib bt-mix {params.args} > {log:q} 2>&1"

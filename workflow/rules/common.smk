@@ -75,6 +75,7 @@ def significance_inputs(wildcards):
     base, systems, _ = PLAN.significance[wildcards.table]
     return {
         "hyps": [PLAN.hyp_file(n) for n in [base, *systems]],
+        "generate": [PLAN.generate_file(n) for n in [base, *systems]],
         "data": PLAN.ref_marker(PLAN.eval_dataset(base)),
     }
 

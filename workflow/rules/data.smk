@@ -17,7 +17,7 @@ rule prepare_demo:
     params:
         args=lambda wc: CMD.prepare_demo(wc.ds),
     shell:
-        "python -m pipeline_lib prepare-demo {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib prepare-demo {params.args} > {log:q} 2>&1"
 
 
 rule prepare_ding:
@@ -36,7 +36,7 @@ rule prepare_ding:
     params:
         args=lambda wc: CMD.prepare_ding(wc.ds),
     shell:
-        "python -m pipeline_lib prepare-ding {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib prepare-ding {params.args} > {log:q} 2>&1"
 
 
 rule download:
@@ -55,7 +55,7 @@ rule download:
     params:
         args=lambda wc: CMD.download(wc.ds),
     shell:
-        "python -m pipeline_lib download {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
 
 rule monolingual:
@@ -75,7 +75,7 @@ rule monolingual:
         mem_mb=1000,
         runtime=60,
     shell:
-        "cp {input.text:q} {output:q} 2> {log:q}"
+        "exec cp {input.text:q} {output:q} 2> {log:q}"
 
 
 rule download_mono:
@@ -94,7 +94,7 @@ rule download_mono:
     params:
         args=lambda wc: CMD.download_mono(wc.ds),
     shell:
-        "python -m pipeline_lib download {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
 
 # Resources from bench/scale_data.py (docs/performance.md, 'The data path at paper scale'): 78 MB on 2 workers, ~15 min
@@ -119,7 +119,7 @@ rule preprocess:
     params:
         args=lambda wc: CMD.preprocess(wc.ds),
     shell:
-        "python -m pipeline_lib preprocess {params.args} --workers {threads}"
+        "exec python -m pipeline_lib preprocess {params.args} --workers {threads}"
         " > {log:q} 2>&1"
 
 
@@ -141,5 +141,5 @@ rule preprocess_test:
     params:
         args=lambda wc: CMD.preprocess(wc.ds, test=True),
     shell:
-        "python -m pipeline_lib preprocess {params.args} --workers {threads}"
+        "exec python -m pipeline_lib preprocess {params.args} --workers {threads}"
         " > {log:q} 2>&1"

@@ -24,5 +24,5 @@ rule translate:
     params:
         args=lambda wc: CMD.translate(wc.exp, wc.split),
     shell:
-        "python -m pipeline_lib translate {params.args} --threads {threads}"
+        "exec python -m pipeline_lib translate {params.args} --threads {threads}"
         " > {log:q} 2>&1"

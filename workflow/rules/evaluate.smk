@@ -4,6 +4,7 @@
 rule score:
     input:
         hyp=P.hyp,
+        generate=P.generate,
         trained=P.trained,
         data=lambda wc: PLAN.ref_marker(PLAN.eval_dataset(wc.exp), wc.split),
     output:
@@ -25,7 +26,7 @@ rule score:
     params:
         args=lambda wc: CMD.score(wc.exp, wc.split),
     shell:
-        "python -m pipeline_lib score {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib score {params.args} > {log:q} 2>&1"
 
 
 rule significance:
@@ -46,7 +47,7 @@ rule significance:
     params:
         args=lambda wc: CMD.significance(wc.table),
     shell:
-        "python -m pipeline_lib significance {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib significance {params.args} > {log:q} 2>&1"
 
 
 rule analyze:
@@ -75,4 +76,4 @@ rule analyze:
     params:
         args=lambda wc: CMD.analyze(),
     shell:
-        "python -m pipeline_lib analyze {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib analyze {params.args} > {log:q} 2>&1"

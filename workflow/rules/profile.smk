@@ -1,5 +1,6 @@
-# Admin profiling (one forward/backward pass on one device). The profile lives in the
-# experiment's own folder and travels inside every checkpoint, so decoding never needs it.
+# Admin profiling (one forward/backward pass on one device). The profile lives in the folder of the
+# experiment that owns it (itself, or with a recipe's profile_seed the first run sharing the command:
+# Plan.profile_owner) and travels inside every checkpoint, so decoding never needs it.
 
 
 rule profile_admin:
@@ -10,7 +11,7 @@ rule profile_admin:
     log:
         P.log("profile_admin"),
     wildcard_constraints:
-        exp=regex(PLAN.profiled_names()),
+        exp=regex(PLAN.profile_owners()),
     priority: train_priority
     conda:
         CONDA_ENV
@@ -22,4 +23,4 @@ rule profile_admin:
     params:
         args=lambda wc: CMD.profile(wc.exp),
     shell:
-        "python -m pipeline_lib profile {params.args} > {log:q} 2>&1"
+        "exec python -m pipeline_lib profile {params.args} > {log:q} 2>&1"

@@ -1,23 +1,46 @@
 # results/tables.md (Tables 1-4 shapes), learning curves (Figure 2), stability map (Admin Fig. 10).
 
-from pipeline_lib.report.cli import configfile_flags
+import os
 
-# the --configfile(s) given on the command line, for the tables' rerun hint
-CONFIGFILE_FLAGS = configfile_flags(workflow.overwrite_configfiles)
+from pipeline_lib.report.spec_file import curves_spec, spec_digest, write_spec
+
+# The spec the report reads, with the --configfile(s) given on the command line (relative to the
+# working directory, as typed) and the Snakefile, for the tables' rerun hint.
+REPORT_SPEC = {
+    **PLAN.report_spec(),
+    **(
+        {"configfiles": [os.path.relpath(f) for f in workflow.overwrite_configfiles]}
+        if workflow.overwrite_configfiles
+        else {}
+    ),
+    "snakefile": str(workflow.main_snakefile),
+}
+CURVES_SPEC = curves_spec(REPORT_SPEC)
 
 
+# The spec's digest is the param, not the spec: Snakemake prints a changed param's old and new
+# values in its reason (pipeline_lib/report/spec_file.py).
 rule report_spec:
     output:
         P.report_spec,
     log:
         P.log("report_spec"),
-    conda:
-        CONDA_ENV
     params:
-        # a plain string, so that Snakemake's params trigger sees any change of the spec
-        args=CMD.report_spec(P.report_spec) + CONFIGFILE_FLAGS,
-    shell:
-        "python -m pipeline_lib report {params.args} > {log:q} 2>&1"
+        spec=spec_digest(REPORT_SPEC),
+    run:
+        write_spec(REPORT_SPEC, output[0], log[0])
+
+
+# What the learning curves read of the spec (logs and labels): a decoding or table edit leaves it.
+rule curves_spec:
+    output:
+        P.curves_spec,
+    log:
+        P.log("curves_spec"),
+    params:
+        spec=spec_digest(CURVES_SPEC),
+    run:
+        write_spec(CURVES_SPEC, output[0], log[0])
 
 
 rule report:
@@ -38,12 +61,12 @@ rule report:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m pipeline_lib report --spec {input.spec:q} --tables {output:q} > {log:q} 2>&1"
+        "exec python -m pipeline_lib report --spec {input.spec:q} --tables {output:q} > {log:q} 2>&1"
 
 
 rule learning_curves:
     input:
-        spec=P.report_spec,
+        spec=P.curves_spec,
         trained=[PLAN.trained_marker(n) for n in PLAN.table_experiments()],
     output:
         report(
@@ -60,7 +83,7 @@ rule learning_curves:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m pipeline_lib report --spec {input.spec:q} --learning-curves {output:q} > {log:q} 2>&1"
+        "exec python -m pipeline_lib report --spec {input.spec:q} --learning-curves {output:q} > {log:q} 2>&1"
 
 
 rule stability_map:
@@ -85,5 +108,5 @@ rule stability_map:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m pipeline_lib report --spec {input.spec:q} --stability-map {output.plot:q}"
+        "exec python -m pipeline_lib report --spec {input.spec:q} --stability-map {output.plot:q}"
         " --stability-table {output.table:q} > {log:q} 2>&1"

@@ -21,7 +21,7 @@ rule learn_bpe:
     params:
         args=lambda wc: CMD.learn_bpe(wc.ds),
     shell:
-        "python -m pipeline_lib learn-bpe {params.args} --workers {threads}"
+        "exec python -m pipeline_lib learn-bpe {params.args} --workers {threads}"
         " > {log:q} 2>&1"
 
 
@@ -45,7 +45,7 @@ rule apply_bpe:
     params:
         args=lambda wc: CMD.apply_bpe(wc.ds),
     shell:
-        "python -m pipeline_lib apply-bpe {params.args} --workers {threads}"
+        "exec python -m pipeline_lib apply-bpe {params.args} --workers {threads}"
         " > {log:q} 2>&1"
 
 
@@ -79,7 +79,7 @@ rule binarize:
     params:
         args=lambda wc: CMD.binarize(wc.ds),
     shell:
-        "python -m pipeline_lib binarize {params.args} --workers {threads}"
+        "exec python -m pipeline_lib binarize {params.args} --workers {threads}"
         " > {log:q} 2>&1"
 
 
@@ -101,5 +101,5 @@ rule binarize_test:
     params:
         args=lambda wc: CMD.binarize_test(wc.ds),
     shell:
-        "python -m pipeline_lib binarize {params.args} --workers {threads}"
+        "exec python -m pipeline_lib binarize {params.args} --workers {threads}"
         " > {log:q} 2>&1"

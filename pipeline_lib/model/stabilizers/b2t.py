@@ -13,6 +13,12 @@ Init, as the authors' code since its commit "Modify initialization" (takase/b2t_
 fairseq/modules/transformer_layer.py:55-57 encoder, 215-217 decoder, rescaling_init at 401-405): every
 weight of every layer but the LayerNorms' (q, k, v, out, fc1, fc2, cross-attention's too) × N_stack^(-1/2),
 N_stack the layer count of its own stack; biases and embeddings keep theirs.
+
+Base init (``ModelConfig.stabilizer_init``): ``authors`` (default) as that code's fairseq draws it
+before the rescaling: fc1 and fc2 are plain ``nn.Linear`` (build_fc1/build_fc2, transformer_layer.py:
+59-63, 219-223), PyTorch's default U(±1/√fan_in) for weight and bias, and the attention's q/k/v
+biases keep ``nn.Linear``'s U(±1/√d) (multihead_attention.py:58-62, reset_parameters :85-99 draws only
+the weights); ``fairseq``: the shared fairseq base (Xavier fc1/fc2, all biases 0).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from pipeline_lib.model.attention import MultiheadAttention
 from pipeline_lib.model.residual import (
     STACKS,
     Branch,
@@ -29,6 +36,7 @@ from pipeline_lib.model.residual import (
     ResidualVariant,
     TwoStreamCombiner,
 )
+from pipeline_lib.model.stabilizers.redraw import attention_blocks, torch_default_, torch_default_bias_
 
 
 class B2TConnection(PostLNConnection):
@@ -48,9 +56,24 @@ def b2t_gain(layers: int) -> float:
 
 
 @torch.no_grad()
+def _draw_as_b2t_fairseq(layers: nn.Module) -> None:
+    for layer in layers:
+        for _, branch in layer.sublayers():
+            if isinstance(branch, MultiheadAttention):
+                d = branch.out_proj.in_features
+                for _, bias in attention_blocks(branch).values():
+                    torch_default_bias_(bias, d)
+            else:
+                torch_default_(branch.fc1.weight, branch.fc1.bias)
+                torch_default_(branch.fc2.weight, branch.fc2.bias)
+
+
+@torch.no_grad()
 def init(model: nn.Module, config: Any) -> None:
     for stack in STACKS:
         layers = getattr(model, stack).layers
+        if config.stabilizer_init == "authors":
+            _draw_as_b2t_fairseq(layers)
         gain = b2t_gain(len(layers))
         for module in layers.modules():
             if isinstance(module, nn.Linear):

@@ -15,6 +15,13 @@ also scales cross-attention). The paper's 0.87 is also Transformer-Clinic's
 torchscale's division by (N⁴M)^(1/16)/1.15 reads as the paper's constant on the wrong side of the
 fraction rather than a different method, and the paper's value is the one its derivation gives.
 
+Base init (``ModelConfig.stabilizer_init``): ``authors`` (default) draws as Transformer-Clinic's
+DeepNorm and the paper's pseudo-code do (transformer_layer.py:114-121 encoder, 469-480 decoder):
+v, out, fc1 and fc2 from xavier_normal at gain β, q and k from xavier_normal at gain 1 (separate d × d
+projections there; each d × d block of a fused one here), self- and cross-attention; biases 0.
+``fairseq``: fairseq's base init (Xavier-uniform, q/k/v at gain 1/√2) with v, out, fc1, fc2 × β,
+as torchscale scales its own base.
+
 α is a constant, so a trained DeepNorm model folds into plain post-LN like Admin
 (``pipeline_lib.model.fold``).
 """
@@ -26,7 +33,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from pipeline_lib.model.attention import MultiheadAttention
 from pipeline_lib.model.residual import STACKS, Branch, PostLNConnection, ResidualVariant, Site
+from pipeline_lib.model.stabilizers.redraw import attention_blocks
 from pipeline_lib.model.stabilizers.scaling import scale_branch_weights
 
 ENCODER_BETA = {"paper": 0.87, "torchscale": 1.15}  # ModelConfig.deepnorm_beta -> the constant
@@ -55,12 +64,30 @@ class DeepNormConnection(PostLNConnection):
         return torch.tensor(self.alpha, dtype=self.norm.weight.dtype, device=self.norm.weight.device)
 
 
+@torch.no_grad()
+def _draw_as_transformer_clinic(stack: nn.Module, beta: float) -> None:
+    for layer in stack.layers:
+        for _, branch in layer.sublayers():
+            if isinstance(branch, MultiheadAttention):
+                blocks = attention_blocks(branch)
+                nn.init.xavier_normal_(blocks["q"][0], gain=1.0)
+                nn.init.xavier_normal_(blocks["k"][0], gain=1.0)
+                nn.init.xavier_normal_(blocks["v"][0], gain=beta)
+                nn.init.xavier_normal_(branch.out_proj.weight, gain=beta)
+            else:
+                nn.init.xavier_normal_(branch.fc1.weight, gain=beta)
+                nn.init.xavier_normal_(branch.fc2.weight, gain=beta)
+
+
 def init(model: nn.Module, config: Any) -> None:
     for stack in STACKS:
         _, beta = deepnorm_constants(
             stack, config.encoder_layers, config.decoder_layers, config.deepnorm_beta
         )
-        scale_branch_weights(getattr(model, stack), beta)
+        if config.stabilizer_init == "authors":
+            _draw_as_transformer_clinic(getattr(model, stack), beta)
+        else:
+            scale_branch_weights(getattr(model, stack), beta)
 
 
 def deepnorm(config: Any) -> ResidualVariant:

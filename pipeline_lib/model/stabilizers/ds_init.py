@@ -14,8 +14,12 @@ embeddings not) is drawn from Xavier's uniform law with a depth-scaled bound. Pa
 - ``paper``: U(-γα/sqrt(l), γα/sqrt(l)), γ Xavier's bound, α = 1 (the paper's Eq. 8, the figure
   docs/depth_scale_init_and_merged_attention/dsinit.png): Xavier's × l^(-1/2).
 
-Both scale the project's Xavier draw (fairseq's per-projection gains), so the ratio to post-LN's
-init at the same seed is exact.
+Base init (``ModelConfig.stabilizer_init``): ``authors`` (default) as zero's func.py draws it: the
+self-attention's fused q/k/v map is one d × 3d matrix (:196), whose fan_avg bound equals fairseq's
+gain 1/√2 per projection, but cross-attention's q, k and v maps are separate d × d matrices (:207,
+211-212), at Xavier gain 1: × √2 on the fairseq base. ``fairseq``: the shared base (gain 1/√2) for
+cross-attention too. Either way the depth factor multiplies that draw, so the ratio to post-LN's init
+at the same seed is exact (cross-attention's q/k/v aside, under ``authors``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from pipeline_lib.model.attention import MultiheadAttention
 from pipeline_lib.model.residual import STACKS, PostLNConnection, ResidualVariant
+from pipeline_lib.model.stabilizers.redraw import attention_blocks
 
 ALPHA = 1.0
 # The exponent of l in the bound's factor, per ModelConfig.ds_init_variant.
@@ -37,6 +43,10 @@ def ds_init_gain(layer: int, variant: str = "code") -> float:
     return ALPHA * layer ** EXPONENTS[variant]
 
 
+def cross_attention(module: nn.Module) -> bool:
+    return isinstance(module, MultiheadAttention) and not module.self_attention
+
+
 @torch.no_grad()
 def init(model: nn.Module, config: Any) -> None:
     for stack in STACKS:
@@ -45,6 +55,9 @@ def init(model: nn.Module, config: Any) -> None:
             for module in layer.modules():
                 if isinstance(module, nn.Linear):
                     module.weight.mul_(gain)
+                if cross_attention(module) and config.stabilizer_init == "authors":
+                    for weight, _ in attention_blocks(module).values():
+                        weight.mul_(2**0.5)  # zero's separate q/k/v maps: Xavier gain 1, not 1/√2
 
 
 def ds_init(config: Any) -> ResidualVariant:

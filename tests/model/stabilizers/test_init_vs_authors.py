@@ -110,14 +110,14 @@ def test_base_init_is_fairseqs_per_projection_xavier(method: str, depths: tuple[
 
 @pytest.mark.parametrize("depths", DEPTHS)
 @pytest.mark.parametrize("beta", ["paper", "torchscale"])
-def test_deepnorm_init(depths: tuple[int, int], beta: str) -> None:
-    """v/out/fc1/fc2 × β, self- and cross-attention; q, k, embeddings untouched. Encoder β: paper
+def test_deepnorm_init_on_the_fairseq_base(depths: tuple[int, int], beta: str) -> None:
+    """stabilizer_init fairseq: v/out/fc1/fc2 × β, self- and cross-attention; q, k, embeddings untouched. Encoder β: paper
     0.87·(N⁴M)^(-1/16) (LiyuanLucasLiu/Transformer-Clinic@70f72b7 fairseq/fairseq/modules/transformer_layer.py:114);
     torchscale divides by (N⁴M)^(1/16) / 1.15 (microsoft/torchscale@4d1e0e8
     torchscale/architecture/encoder.py:237-252). Decoder β = (12M)^(-1/4), cross-attention
     included (torchscale/architecture/decoder.py:286-298)."""
     n, m = depths
-    model = built("deepnorm", n, m, deepnorm_beta=beta)
+    model = built("deepnorm", n, m, deepnorm_beta=beta, stabilizer_init="fairseq")
     encoder_beta = 0.87 * (n**4 * m) ** (-1 / 16) if beta == "paper" else 1.0 / ((n**4 * m) ** 0.0625 / 1.15)
     betas = {"encoder": encoder_beta, "decoder": math.pow(12.0 * m, 0.25) ** -1}
 
@@ -170,13 +170,13 @@ def test_t_fixup_init(depths: tuple[int, int], shared: bool) -> None:
 
 
 @pytest.mark.parametrize("depths", DEPTHS)
-def test_b2t_init(depths: tuple[int, int]) -> None:
-    """Every non-LayerNorm weight of every layer × N_stack^(-1/2): rescaling_init(self,
+def test_b2t_init_on_the_fairseq_base(depths: tuple[int, int]) -> None:
+    """stabilizer_init fairseq: every non-LayerNorm weight of every layer × N_stack^(-1/2): rescaling_init(self,
     args.encoder_layers / args.decoder_layers), `scaling = layer_num ** -0.5` on every parameter with
     "weight" and without "layer_norm" in its name (takase/b2t_connection@c8e2ad4
     fairseq/modules/transformer_layer.py:55-57, 215-217, 401-405)."""
     n, m = depths
-    model = built("b2t", n, m)
+    model = built("b2t", n, m, stabilizer_init="fairseq")
     layers = {"encoder": n, "decoder": m}
     check_weights(model, lambda stack, layer, sub, role: layers[stack] ** -0.5)
     check_embeddings(model, 1.0, 1.0)
@@ -184,12 +184,12 @@ def test_b2t_init(depths: tuple[int, int]) -> None:
 
 @pytest.mark.parametrize("depths", DEPTHS)
 @pytest.mark.parametrize("variant", ["code", "paper"])
-def test_ds_init_init(depths: tuple[int, int], variant: str) -> None:
-    """Layer l (1-based, per stack), every matrix. code: tf.variance_scaling_initializer(1.0 ·
+def test_ds_init_init_on_the_fairseq_base(depths: tuple[int, int], variant: str) -> None:
+    """stabilizer_init fairseq: layer l (1-based, per stack), every matrix. code: tf.variance_scaling_initializer(1.0 ·
     (layer + 1) ** -0.5, mode="fan_avg", distribution="uniform") (bzhangGo/zero@d97e2c2
     models/transformer.py:38-42, 124-128), whose bound is sqrt(3 · scale / fan_avg); paper: Xavier's
     bound / sqrt(l) (docs/depth_scale_init_and_merged_attention/dsinit.png)."""
-    model = built("ds_init", *depths, ds_init_variant=variant)
+    model = built("ds_init", *depths, ds_init_variant=variant, stabilizer_init="fairseq")
 
     def factor(stack: str, layer: int, sub: str, role: str) -> float:
         l = layer + 1  # noqa: E741 - the paper's symbol
@@ -200,6 +200,82 @@ def test_ds_init_init(depths: tuple[int, int], variant: str) -> None:
         fan_avg = (fan_in + fan_out) / 2.0
         scale = 1.0 * (layer + 1) ** -0.5
         return math.sqrt(3.0 * scale / fan_avg) / xavier_bound(fan_in, fan_out)
+
+    check_weights(model, factor)
+    check_embeddings(model, 1.0, 1.0)
+
+
+def check_normal(model, std_of: Callable[[str, int, str, str], float]) -> None:
+    """xavier_normal draws: the standard deviation to 4%, and tails no uniform law has (a uniform's
+    max |w| is √3 σ; 4,096 normal draws reach ~3.5 σ)."""
+    for stack, layer, sub, role, weight in weight_groups(model):
+        std = std_of(stack, layer, sub, role)
+        where = f"{stack}.{layer}.{sub}.{role}: expected normal std {std:.5f}"
+        assert weight.std(correction=0).item() == pytest.approx(std, rel=0.04), where
+        assert weight.abs().max().item() > 2.5 * std, f"{where}, not normal-tailed"
+
+
+def xavier_std(fan_in: int, fan_out: int, gain: float) -> float:
+    return gain * math.sqrt(2.0 / (fan_in + fan_out))
+
+
+FANS = {"fc1": (D, FFN), "fc2": (FFN, D)}
+
+
+@pytest.mark.parametrize("depths", DEPTHS)
+def test_deepnorm_init_as_transformer_clinic(depths: tuple[int, int]) -> None:
+    """The default (stabilizer_init authors): xavier_normal at gain β for v, out, fc1, fc2 and gain 1
+    for q, k, self- and cross-attention (LiyuanLucasLiu/Transformer-Clinic@70f72b7
+    fairseq/fairseq/modules/transformer_layer.py:114-121 encoder, 469-480 decoder); biases 0."""
+    n, m = depths
+    model = built("deepnorm", n, m)
+    betas = {"encoder": 0.87 * (n**4 * m) ** (-1 / 16), "decoder": (12.0 * m) ** -0.25}
+
+    def std_of(stack: str, layer: int, sub: str, role: str) -> float:
+        gain = betas[stack] if role in ("v", "out", "fc1", "fc2") else 1.0
+        return xavier_std(*FANS.get(role, (D, D)), gain)
+
+    check_normal(model, std_of)
+    check_embeddings(model, 1.0, 1.0)
+    assert all(b.abs().max() == 0 for name, b in model.named_parameters() if name.endswith("proj.bias"))
+
+
+@pytest.mark.parametrize("depths", DEPTHS)
+def test_b2t_init_as_its_authors_fairseq(depths: tuple[int, int]) -> None:
+    """The default: fc1/fc2 are plain nn.Linear (takase/b2t_connection@c8e2ad4
+    fairseq/modules/transformer_layer.py:59-63, 219-223): U(±1/√fan_in) weight and bias; the attention's
+    q/k/v biases nn.Linear's U(±1/√d) (multihead_attention.py:58-62, 85-99 draw only weights); then
+    every weight × N_stack^(-1/2) (:401-405)."""
+    n, m = depths
+    model = built("b2t", n, m)
+    layers = {"encoder": n, "decoder": m}
+
+    def factor(stack: str, layer: int, sub: str, role: str) -> float:
+        base = 1.0 / math.sqrt(FANS[role][0]) / BASE_BOUND[role] if role in FANS else 1.0
+        return base * layers[stack] ** -0.5
+
+    check_weights(model, factor)
+    check_embeddings(model, 1.0, 1.0)
+    for name, bias in model.named_parameters():
+        if name.endswith(("qkv_proj.bias", "q_proj.bias", "kv_proj.bias", "fc1.bias", "fc2.bias")):
+            bound = 1.0 / math.sqrt(FFN if name.endswith("fc2.bias") else D)
+            assert 0.8 * bound < bias.abs().max().item() <= bound, name  # biases are not rescaled
+        elif name.endswith("out_proj.bias"):
+            assert bias.abs().max().item() == 0, name
+
+
+@pytest.mark.parametrize("depths", DEPTHS)
+def test_ds_init_init_as_zero(depths: tuple[int, int]) -> None:
+    """The default: as the fairseq-base test, but cross-attention's q, k and v are zero's separate
+    d × d maps (bzhangGo/zero@d97e2c2 func.py:207,211-212) at Xavier gain 1, not 1/√2."""
+    model = built("ds_init", *depths)
+
+    def factor(stack: str, layer: int, sub: str, role: str) -> float:
+        fan_in, fan_out = FANS.get(role, (D, D))
+        code = math.sqrt(3.0 * (layer + 1) ** -0.5 / ((fan_in + fan_out) / 2.0)) / xavier_bound(
+            fan_in, fan_out
+        )
+        return code * (2**0.5 if sub == "cross" and role in ("q", "k", "v") else 1.0)
 
     check_weights(model, factor)
     check_embeddings(model, 1.0, 1.0)
@@ -250,7 +326,7 @@ def test_sub_ln_has_two_more_layer_norms_per_layer_than_pre_ln() -> None:
 
 
 def test_b2t_layer_weights_are_post_lns_times_the_stack_depth_to_the_minus_half() -> None:
-    b2t, post = small("b2t"), small("post_ln")
+    b2t, post = small("b2t", stabilizer_init="fairseq"), small("post_ln")
     b2t_params, post_params = dict(b2t.named_parameters()), dict(post.named_parameters())
     assert b2t_params.keys() == post_params.keys()
     for name, weight in post_params.items():
