@@ -127,7 +127,7 @@ def render_markdown(stab: dict[str, Any], grid: dict[Cell, list[Seed]]) -> str:
             seeds = [s for lr in lrs for b in betas for s in grid.get((method, depth, lr, b), [])]
             ok = sum(s.converged for s in seeds)
             label = f"{residual_label(method)}, {depth.replace('-', 'L-')}L"
-            lines += [f"## {label}: {ok} of {len(seeds)} runs converged", ""]
+            lines += [f"## {label}: {ok} of {len(seeds)} runs converged{paper_count(stab, method)}", ""]
             lines.append("| lr | " + " | ".join(_beta_label(b) for b in betas) + " |")
             lines.append("| :--- | " + " | ".join(":---" for _ in betas) + " |")
             for lr in lrs:
@@ -136,6 +136,15 @@ def render_markdown(stab: dict[str, Any], grid: dict[Cell, list[Seed]]) -> str:
             lines.append("")
     lines += final_loss_section(stab, grid)
     return "\n".join(lines)
+
+
+def paper_count(stab: dict[str, Any], method: str) -> str:
+    """The published count beside the map's own, as converged of runs (``stability_map.paper``)."""
+    entry = (stab.get("paper") or {}).get(method)
+    if not entry:
+        return ""
+    converged = entry["of"] - entry["diverged"]
+    return f" (paper: {converged} of {entry['of']}, {entry['source']})"
 
 
 def final_loss_section(stab: dict[str, Any], grid: dict[Cell, list[Seed]]) -> list[str]:

@@ -36,6 +36,7 @@ class TableKind:
     metric_choices: Callable[[], tuple[str, ...]] = testable_names  # what its `metric` may be
     single_runs: bool = False  # its systems are single runs' outputs (no seed group)
     tabled: bool = True  # its experiments are rows of results/tables.md
+    paper: str = "rows"  # its `paper:` block: numbers per row, or "matrix": the published pairwise marks
 
     def renderer(self) -> Callable[..., list[str]]:
         if self.render is None:
@@ -109,6 +110,6 @@ def pairwise(table: Table, groups: Groups) -> tuple[str, list[str], bool]:
 _T = "pipeline_lib.report.tables"
 register(TableKind("table1", baseline_and_rows, f"{_T}:table1_section", tested=vs_baseline, metric_choices=bleu_names))  # fmt: skip
 register(TableKind("comparisons", rows_and_baseline, f"{_T}:comparison_section", many=True, tested=vs_baseline))  # fmt: skip
-register(TableKind("significance", baseline_and_systems, f"{_T}:matrix_section", tested=pairwise, test_name="table3", single_runs=True))  # fmt: skip
+register(TableKind("significance", baseline_and_systems, f"{_T}:matrix_section", tested=pairwise, test_name="table3", single_runs=True, paper="matrix"))  # fmt: skip
 # The fine-grained analysis (Figure 3): a list of single runs, no table of its own in tables.md.
 register(TableKind("analysis", lambda systems: [("", s) for s in systems], single_runs=True, tabled=False))  # fmt: skip

@@ -345,8 +345,19 @@ def render_comparison(
     return lines
 
 
+def _against_paper(ours: str, published: str | None) -> tuple[str, bool | None]:
+    """A cell with the paper's mark beside ours where they differ; whether they agree (None: no claim)."""
+    if published is None or ours in ("", "·"):
+        return ours, None
+    return (ours, True) if ours == published else (f"{ours} [paper {published}]", False)
+
+
 def render_matrix(
-    title: str, path: str, runs: dict[str, Run], floor_value: float = DEFAULT_FLOOR
+    title: str,
+    path: str,
+    runs: dict[str, Run],
+    floor_value: float = DEFAULT_FLOOR,
+    paper: dict[str, Any] | None = None,
 ) -> list[str]:
     data = read_json(path)
     lines = [f"## {title}", ""]
@@ -357,6 +368,7 @@ def render_matrix(
         diverged = {i for i, n in enumerate(names) if n in runs and runs[n].diverged}
         below = {i for i, n in enumerate(names) if n in runs and floor.below(runs[n])}
         header = ["Model", metric_header(metric).rstrip("↑↓"), *letters]
+        agreement: list[bool] = []
         lines += [_row(header), _row([":---", ":---:", *[":---:"] * len(names)])]
         for i, name in enumerate(names):
             label = model_label(runs[name]) if name in runs else name
@@ -364,13 +376,23 @@ def render_matrix(
                 cells = ["diverged" if j != i else "" for j in range(len(names))]
                 score = "diverged"
             else:
-                cells = [
-                    "" if j == i else ("·" if {i, j} & (diverged | below) else pw["matrix"][i][j])
-                    for j in range(len(names))
-                ]
+                cells = []
+                for j in range(len(names)):
+                    ours = "" if j == i else ("·" if {i, j} & (diverged | below) else pw["matrix"][i][j])
+                    published = paper["matrix"][i][j] if paper and j != i else None
+                    cell, agrees = _against_paper(ours, published)
+                    cells.append(cell)
+                    if agrees is not None:
+                        agreement.append(agrees)
                 score = f"{pw['scores'][i]:.1f}"
             lines.append(_row([f"{letters[i]}:{label}", score, *cells]))
         lines.append("")
+        if paper:
+            lines.append(
+                f"Against the published matrix ({paper['source']}): {sum(agreement)} of {len(agreement)} "
+                "compared cells agree; where they differ, the paper's mark follows ours in brackets."
+            )
+            lines.append("")
         lines.append(
             f"Cell (i, j): row i significantly better (+), worse (-) or not different (=) than column j "
             f"(paired bootstrap, {data.get('n_samples')} resamples, p < {pw['alpha']}); "
@@ -400,7 +422,9 @@ def matrix_section(
 ) -> list[str]:
     if sig is None:  # no pairwise matrix was computed
         return []
-    return render_matrix(table.get("title", "Table 3"), sig, runs, table_settings(spec)[0])
+    return render_matrix(
+        table.get("title", "Table 3"), sig, runs, table_settings(spec)[0], paper=table.get("paper")
+    )
 
 
 def render_data(metas: dict[str, str | list[str]]) -> list[str]:

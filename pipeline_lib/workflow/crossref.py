@@ -174,10 +174,30 @@ def _check_paper_rows(table: Instance) -> None:
     """A paper number belongs to a row of its own table (a typo would silently show nothing)."""
     if not isinstance(table.table, dict):
         return
+    if table.kind.paper == "matrix":
+        _check_paper_matrix(table)
+        return
     rows = [table.table.get("baseline"), *table.names()]
     for name in table.table.get("paper", {}):
         if name not in rows:
             fail(
                 f"{table.key}.paper.{name}",
                 f"not a row of this table (rows: {', '.join(dict.fromkeys(r for r in rows if r))})",
+            )
+
+
+def _check_paper_matrix(table: Instance) -> None:
+    """The published matrix is square over the table's systems, with the diagonal marked '.'."""
+    paper = table.table.get("paper")
+    if not paper:
+        return
+    systems = table.table.get("systems", [])
+    matrix = paper["matrix"]
+    if len(matrix) != len(systems):
+        fail(f"{table.key}.paper.matrix", f"has {len(matrix)} rows for {len(systems)} systems")
+    for i, row in enumerate(matrix):
+        if len(row) != len(systems) or row[i] != ".":
+            fail(
+                f"{table.key}.paper.matrix[{i}]",
+                f"{row!r}: needs {len(systems)} marks, '.' at position {i + 1} (the diagonal)",
             )

@@ -487,7 +487,10 @@ class Plan:
                     }
                     for n, e in self.stability_runs.items()
                 },
-                **{k: self.stability.get(k) for k in ("methods", "lrs", "betas2", "depths", "max_update")},
+                **{
+                    k: self.stability.get(k)
+                    for k in ("methods", "lrs", "betas2", "depths", "max_update", "paper")
+                },
                 **self.stability_setup(),
             }
         return spec

@@ -82,6 +82,11 @@ def region(lines: list[str], where: str) -> str:
             for i in captions:
                 text += _block(lines, i, -1) + _block(lines, i, +1)
         return "\n".join(text)
+    figure = re.match(r"Figure (\d+)", where)
+    if figure:  # a figure's numbers are in its caption only
+        captions = [line for line in lines if line.startswith(f"Figure {figure.group(1)}:")]
+        assert captions, f"no caption 'Figure {figure.group(1)}:' in the paper"
+        return "\n".join(captions)
     footnote = re.match(r"footnote (\d+)", where)
     if footnote:
         mark = "${ }^{" + footnote.group(1) + "}$"
@@ -108,6 +113,32 @@ def paper_values(config: dict[str, Any]) -> Iterator[tuple[str, str, float, str]
             for key, value in entry.items():
                 if key in keys:
                     yield f"tables.{name}.paper.{row}", key, float(value), entry["source"]
+    for method, entry in ((config.get("stability_map") or {}).get("paper") or {}).items():
+        for key in ("diverged", "of"):
+            if entry[key]:  # "converges in all 15 settings": no 0 is printed
+                yield f"stability_map.paper.{method}", key, float(entry[key]), entry["source"]
+
+
+def paper_matrix(lines: list[str]) -> list[str]:
+    """A markdown +/=/- matrix as the config writes it: one string per row, '.' on the diagonal."""
+    rows = {}
+    for line in lines:  # a block above its caption comes bottom-up: rows are put back by their letter
+        cells = [c.strip().replace("$", "") for c in line.strip().strip("|").split("|")]
+        if re.match(r"^[a-z]:", cells[0]):
+            rows[cells[0][0]] = "".join(c or "." for c in cells[2:])
+    return [rows[letter] for letter in sorted(rows)]
+
+
+def matrix_problems(config: dict[str, Any], papers: dict[str, list[str]]) -> list[str]:
+    paper = ((config.get("tables") or {}).get("significance") or {}).get("paper")
+    if not paper:
+        return []
+    m = SOURCE.match(paper["source"])
+    assert m and m.group("who") in TITLES, f"significance: source {paper['source']!r} names no known paper"
+    printed = paper_matrix(region(papers[TITLES[m.group("who")]], m.group("where")).splitlines())
+    if printed != paper["matrix"]:
+        return [f"tables.significance.paper.matrix: {paper['matrix']} is not {paper['source']}'s {printed}"]
+    return []
 
 
 def problems(config: dict[str, Any], papers: dict[str, list[str]]) -> list[str]:
@@ -136,6 +167,7 @@ def papers() -> dict[str, list[str]]:
 def test_every_paper_value_is_printed_where_its_source_says(name: str, papers) -> None:
     config = yaml.safe_load((REPO / name).read_text(encoding="utf-8"))
     assert problems(config, papers) == []
+    assert matrix_problems(config, papers) == []
 
 
 def test_a_planted_wrong_value_is_found(papers) -> None:
@@ -157,3 +189,17 @@ def test_a_planted_wrong_value_is_found(papers) -> None:
         "Liu et al. 2020a (Admin), Table 2 (mean ± std over runs)"
     ]
     assert len(problems(moved, papers)) == 1
+
+
+def test_a_planted_wrong_mark_or_count_is_found(papers) -> None:
+    enfr = yaml.safe_load((REPO / "config.wmt14_en_fr.yaml").read_text(encoding="utf-8"))
+    assert len(enfr["tables"]["significance"]["paper"]["matrix"]) == 7
+    assert matrix_problems(enfr, papers) == []
+    enfr["tables"]["significance"]["paper"]["matrix"][2] = "++.=-=+"  # c against g: the paper has '='
+    assert len(matrix_problems(enfr, papers)) == 1
+    fig10 = yaml.safe_load((REPO / "config.iwslt14_fig10.yaml").read_text(encoding="utf-8"))
+    assert problems(fig10, papers) == []
+    fig10["stability_map"]["paper"]["post_ln"]["diverged"] = 6  # the paper: 7 out of 15
+    assert problems(fig10, papers) == [
+        "stability_map.paper.post_ln.diverged: 6.0 is not in Liu et al. 2020a (Admin), Figure 10"
+    ]

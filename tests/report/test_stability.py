@@ -62,3 +62,15 @@ def test_the_map_writes_a_png_and_the_table(tmp_path: Path):
     stability_map({"stability": stab}, str(png), str(md))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert md.read_text().startswith("# Stability map")
+
+
+def test_the_published_count_stands_beside_the_maps_own(tmp_path: Path):
+    stab = spec(tmp_path)
+    stab["paper"] = {"post_ln": {"diverged": 7, "of": 15, "source": "Liu et al. 2020a (Admin), Figure 10"}}
+    text = render_markdown(stab, read_grid(stab))
+    # 15 - 7 = 8 converged in the paper; Admin has no published count: its heading stays as it was
+    assert (
+        "## Post-LN, 6L-6L: 1 of 2 runs converged (paper: 8 of 15, Liu et al. 2020a (Admin), Figure 10)"
+        in text
+    )
+    assert "## Admin, 6L-6L: 2 of 2 runs converged\n" in text

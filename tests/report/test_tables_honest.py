@@ -333,7 +333,8 @@ def test_the_dlcl_table_shows_wangs_eval_under_its_own_label():
     spec = plan_of(cfg).report_spec()
     t1 = cfg["tables"]["table1"]
     runs = {}
-    for i, name in enumerate([t1["baseline"], *t1["rows"]]):
+    table1_rows = [t1["baseline"], *t1["rows"]]  # first, in order: their scores are checked below
+    for i, name in enumerate([*table1_rows, *(g for g in spec["groups"] if g not in table1_rows)]):
         scores = {"tok_bleu": 20.0 + i, "tok_bleu_wang": 27.0 + i, "bleu": 19.0 + i}
         status = {"status": "completed", "update": 10}
         run_scores = {"scores": {m: {"score": v, "signature": m} for m, v in scores.items()}}

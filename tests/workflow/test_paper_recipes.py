@@ -174,10 +174,14 @@ DLCL_LIPSCHITZ_ROWS = {
     "wang_pre_20L": ((20, 6, "pre_ln", "xavier"), WANG_DEEP_PRE),
     "wang_pre_dlcl_6L": ((6, 6, "dlcl:pre", "xavier"), WANG_BASE_PRE),
     "wang_pre_dlcl_30L": ((30, 6, "dlcl:pre", "xavier"), WANG_DEEP_PRE),
+    "wang_pre_6L4L": ((6, 4, "pre_ln", "xavier"), WANG_BASE_PRE),  # [Wang] Table 5
+    "wang_pre_6L8L": ((6, 8, "pre_ln", "xavier"), WANG_BASE_PRE),
     **{f"xu_{n}L": ((n, n, "post_ln", "xavier"), XU) for n in (6, 12, 18, 24)},
     **{f"xu_lip_{n}L": ((n, n, "post_ln", "lipschitz"), XU) for n in (6, 12, 18, 24)},
     "xu_lip_24L6L": ((24, 6, "post_ln", "lipschitz"), XU),
     "xu_lip_6L24L": ((6, 24, "post_ln", "lipschitz"), XU),
+    **{f"xu_pre_{n}L": ((n, n, "pre_ln", "xavier"), XU) for n in (6, 12, 18, 24)},  # [Xu] v2
+    **{f"xu_pre_lip_{n}L": ((n, n, "pre_ln", "lipschitz"), XU) for n in (6, 12, 18, 24)},  # [Xu] v2'
 }
 
 
