@@ -164,6 +164,8 @@ WANG_DEEP_PRE = (2e-3, 16000, 0.997, (0.1, 0.1, 0.1), 50_000, 65_536, (5, "epoch
 WANG_DEEP_POST = (2e-3, 16000, 0.98, (0.1, 0.0, 0.0), 50_000, 65_536, (5, "epoch"))
 WANG_BASE_PRE = (1e-3, 8000, 0.997, (0.1, 0.1, 0.1), 100_000, 32_768, (5, "epoch"))
 WANG_BASE_POST = (7e-4, 4000, 0.98, (0.1, 0.0, 0.0), 100_000, 32_768, (5, "epoch"))
+WANG_BIG_PRE = (7e-4, 8000, 0.997, (0.3, 0.1, 0.1), 300_000, 32_768, (5, "epoch"))  # [Wang] §4.2
+WANG_BIG_POST = (5e-4, 4000, 0.98, (0.3, 0.0, 0.0), 300_000, 32_768, (5, "epoch"))
 XU = (4.94e-4, 8000, 0.98, (0.1, 0.1, 0.1), 100_000, 25_600, (5, "update"))  # Neutron cnfg/base.py:58-60
 DLCL_LIPSCHITZ_ROWS = {
     "wang_post_6L": ((6, 6, "post_ln", "xavier"), WANG_BASE_POST),
@@ -174,6 +176,8 @@ DLCL_LIPSCHITZ_ROWS = {
     "wang_pre_20L": ((20, 6, "pre_ln", "xavier"), WANG_DEEP_PRE),
     "wang_pre_dlcl_6L": ((6, 6, "dlcl:pre", "xavier"), WANG_BASE_PRE),
     "wang_pre_dlcl_30L": ((30, 6, "dlcl:pre", "xavier"), WANG_DEEP_PRE),
+    "wang_post_big": ((6, 6, "post_ln", "xavier"), WANG_BIG_POST),  # Big: d 1024
+    "wang_pre_big": ((6, 6, "pre_ln", "xavier"), WANG_BIG_PRE),
     "wang_pre_6L4L": ((6, 4, "pre_ln", "xavier"), WANG_BASE_PRE),  # [Wang] Table 5
     "wang_pre_6L8L": ((6, 8, "pre_ln", "xavier"), WANG_BASE_PRE),
     **{f"xu_{n}L": ((n, n, "post_ln", "xavier"), XU) for n in (6, 12, 18, 24)},
