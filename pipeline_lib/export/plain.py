@@ -55,6 +55,11 @@ def plain_transformer(model: TransformerModel) -> tuple[TransformerModel, bool]:
     """``model`` as a plain post-LN (False) or pre-LN (True) Transformer: folded when its shortcuts are
     scaled (Admin, DeepNorm); ConfigError naming the reason when it cannot be one."""
     residual = model.config.residual
+    if model.config.decoder_residual:
+        raise ConfigError(
+            f"residual={residual} with decoder_residual={model.config.decoder_residual} cannot be exported: "
+            "the export writes one layout (post-LN or pre-LN) for both stacks"
+        )
     if residual in UNEXPRESSIBLE:
         raise ConfigError(
             f"residual={residual} cannot be exported as a standard Transformer: {UNEXPRESSIBLE[residual]}"

@@ -26,6 +26,9 @@ DEEPNORM_BETAS = ("paper", "torchscale")  # encoder β 0.87·(N⁴M)^(-1/16) or 
 # DeepNorm / B2T / DS-Init start from their authors' own base init, or from the fairseq base every
 # other method shares (then the method's factor): pipeline_lib/model/stabilizers/{deepnorm,b2t,ds_init}.py
 STABILIZER_INITS = ("authors", "fairseq")
+# A decoder of another layout than its encoder: the Admin paper's Table 1 (Post-LN encoder, Pre-LN
+# decoder). Only the two plain layouts mix: every other variant scales or combines across both stacks.
+HYBRID_RESIDUALS = ("post_ln", "pre_ln")
 
 # Fields that change the set of residual sub-layers: an Admin profile is only valid for these.
 ARCHITECTURE_FIELDS = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads", "residual")
@@ -70,6 +73,12 @@ class ModelConfig:
     residual: str = _model(
         "post_ln", "residual variant (pipeline_lib/model/registry.py)", choices=residual_names
     )
+    decoder_residual: str = _model(
+        "",
+        "the decoder's residual variant where it differs from --residual: post_ln or pre_ln, with a "
+        "post_ln or pre_ln encoder (the Admin paper's Table 1 hybrid); empty: --residual",
+        choices=("", *HYBRID_RESIDUALS),
+    )
     dlcl_norm: str = _model("pre", choices=DLCL_NORMS)
     init: str = _model("xavier", choices=INITS)
     # Init variants of two stabilizers (ignored by the others); recipes may set them.
@@ -111,6 +120,11 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, lambda name: f"model.{name}")  # the fields' choices and bounds
+        if self.decoder_residual and self.residual not in HYBRID_RESIDUALS:
+            raise ConfigError(
+                f"model.decoder_residual={self.decoder_residual} needs a post_ln or pre_ln encoder, not "
+                f"residual={self.residual}: only the plain layouts mix"
+            )
         if self.d_model % self.heads:
             raise ConfigError(f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}")
         if self.share_all_embeddings and self.src_vocab_size != self.tgt_vocab_size:
@@ -120,6 +134,11 @@ class ModelConfig:
             )
         if not 0 <= self.pad_idx < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ConfigError(f"model.pad_idx={self.pad_idx} is outside the vocabulary")
+
+    @property
+    def decoder_variant(self) -> str:
+        """The decoder's residual variant: ``decoder_residual`` where set, else ``residual``."""
+        return self.decoder_residual or self.residual
 
     @property
     def head_dim(self) -> int:
@@ -138,6 +157,7 @@ class ModelConfig:
 
     def describe(self) -> str:
         text = f"{self.encoder_layers}L-{self.decoder_layers}L d={self.d_model} {self.residual}"
+        text += f"/{self.decoder_residual}" if self.decoder_residual else ""
         return text + (f"({self.dlcl_norm})" if self.residual == "dlcl" else "") + f" init={self.init}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -163,6 +163,9 @@ class TransformerModel(nn.Module):
         super().__init__()
         self.config = config
         variant = residual_spec(config.residual).build(config)
+        decoder_variant = (
+            residual_spec(config.decoder_variant).build(config) if config.decoder_residual else variant
+        )
         d = config.d_model
         src_table = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_idx)
         tgt_table = (
@@ -177,9 +180,9 @@ class TransformerModel(nn.Module):
             d,
         )
         self.decoder = Stack(
-            [DecoderLayer(config, variant, i) for i in range(config.decoder_layers)],
+            [DecoderLayer(config, decoder_variant, i) for i in range(config.decoder_layers)],
             TokenEmbedding(tgt_table, config),
-            variant,
+            decoder_variant,
             d,
         )
         self.output_projection = Linear(d, config.tgt_vocab_size, bias=False)

@@ -24,10 +24,9 @@ from typing import Any
 from pipeline_lib.divergence.rule import CLAUSE_WORDS
 from pipeline_lib.evaluate.metric_registry import default_columns, metric_header, metric_spec, metric_words
 from pipeline_lib.letters import system_letters
-from pipeline_lib.model.registry import residual_label
 from pipeline_lib.report import decoding, hyperparameters
 from pipeline_lib.report.inputs import Run, load_run, read_json
-from pipeline_lib.report.labels import model_label
+from pipeline_lib.report.labels import layout_label, model_label
 from pipeline_lib.report.marks import (
     DAGGER,
     DEFAULT_FLOOR,
@@ -319,7 +318,7 @@ def render_comparison(
             str(info["encoder_layers"]),
             str(info["decoder_layers"]),
             str(info.get("width", "")),
-            residual_label(info["residual"]),
+            layout_label(info),
             info.get("init", "xavier"),
             "yes" if info.get("backtranslation") else "no",
             fmt_params(run.parameters),

@@ -52,6 +52,9 @@ RUNTIME_FIELDS = frozenset(
         "patience",  # like the budget, where the run stops, not what its updates compute
     }
 )
+# Model settings added after runs existed, at the default that computes what those runs computed: left
+# out of the identity at that default, so a run started before the field existed keeps its id.
+LATER_MODEL_DEFAULTS = {"decoder_residual": ""}
 DATA_SPLITS = ("train", "valid")
 # The budget says where a run stops, not what its updates compute, as long as the learning rate does
 # not depend on it: raising it continues the run. A schedule that decays to the budget (fairseq's
@@ -90,6 +93,7 @@ def run_identity(train: dict[str, Any], model: dict[str, Any], world_size: int =
         k: v for k, v in train.items() if k not in RUNTIME_FIELDS and not (budget_free and k in BUDGET_FIELDS)
     }
     profile = train.get("admin_profile")
+    model = {k: v for k, v in model.items() if k not in LATER_MODEL_DEFAULTS or v != LATER_MODEL_DEFAULTS[k]}
     inputs = {
         "model": model,
         "data": data_identity(Path(train["data"])),

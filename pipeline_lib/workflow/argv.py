@@ -237,6 +237,7 @@ class Commands:
             ("encoder-layers", exp["encoder_layers"]),
             ("decoder-layers", exp["decoder_layers"]),
             ("residual", exp["residual"]),
+            ("decoder-residual", exp.get("decoder_residual")),
             ("dlcl-norm", exp.get("dlcl_norm")),
             ("init", exp.get("init", "xavier")),
             *model_recipe_pairs(rec),

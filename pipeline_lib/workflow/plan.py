@@ -448,6 +448,8 @@ class Plan:
             "width": width.get("label", exp["width"]),
             "d_model": width.get("d_model"),
             "residual": exp["residual"],
+            # only where set: every other report spec (and its digest) stays as it was
+            **({"decoder_residual": exp["decoder_residual"]} if exp.get("decoder_residual") else {}),
             "init": exp.get("init", "xavier"),
             "backtranslation": exp.get("backtranslation"),
             "seed": exp.get("seed", 1),

@@ -178,6 +178,10 @@ DLCL_LIPSCHITZ_ROWS = {
     "wang_pre_dlcl_30L": ((30, 6, "dlcl:pre", "xavier"), WANG_DEEP_PRE),
     "wang_post_big": ((6, 6, "post_ln", "xavier"), WANG_BIG_POST),  # Big: d 1024
     "wang_pre_big": ((6, 6, "pre_ln", "xavier"), WANG_BIG_PRE),
+    "wang_post_16L": ((16, 6, "post_ln", "xavier"), WANG_DEEP_POST),  # [Wang] Table 2
+    "wang_post_dlcl_16L": ((16, 6, "dlcl:post", "xavier"), WANG_DEEP_POST),
+    "wang_pre_16L": ((16, 6, "pre_ln", "xavier"), WANG_DEEP_PRE),
+    "wang_pre_dlcl_16L": ((16, 6, "dlcl:pre", "xavier"), WANG_DEEP_PRE),
     "wang_pre_6L4L": ((6, 4, "pre_ln", "xavier"), WANG_BASE_PRE),  # [Wang] Table 5
     "wang_pre_6L8L": ((6, 8, "pre_ln", "xavier"), WANG_BASE_PRE),
     **{f"xu_{n}L": ((n, n, "post_ln", "xavier"), XU) for n in (6, 12, 18, 24)},

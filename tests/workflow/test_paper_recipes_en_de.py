@@ -9,14 +9,20 @@ are parsed back by the stages' own parsers.
 
 from __future__ import annotations
 
+import copy
 import shlex
 from pathlib import Path
 
+import pytest
+
 from pipeline_lib.cli import build_parser
 from pipeline_lib.data.recipes import RECIPES as DATA_RECIPES
+from pipeline_lib.errors import ConfigError
+from pipeline_lib.report.labels import layout_label
 from pipeline_lib.workflow import Commands
 from pipeline_lib.workflow.cli_check_config import check
 from pipeline_lib.workflow.cli_plan import effective_batch
+from pipeline_lib.workflow.crossref import check_references
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "config.wmt14_en_de.yaml"
@@ -36,6 +42,7 @@ ROWS = {
         for n in (6, 12, 18)
         for tag, residual in (("default", "post_ln"), ("preln", "pre_ln"), ("admin", "admin"))
     },
+    "t1_ende_18L18L_hybrid": (18, 18, "post_ln/pre_ln", "tc", 4),  # [Admin] Table 1
     "ende_18L18L_admin": (18, 18, "admin", "vd", 16),
     "ende_18L18L_deepnorm": (18, 18, "deepnorm", "vd", 16),
     "ende_50L50L_admin": (50, 50, "admin", "vd", 16),
@@ -55,7 +62,8 @@ def test_every_en_de_row_resolves_to_its_papers_recipe(monkeypatch):
     for name, (enc, dec, residual, recipe, gpus) in ROWS.items():
         train = _parse("train", commands.train(name, threads=1))
         # shared by both: TC wmt14_en-de.md:70-80 (and [VD] fn 8's lr 1e-3)
-        assert (train.encoder_layers, train.decoder_layers, train.residual) == (enc, dec, residual), name
+        layout = train.residual + (f"/{train.decoder_residual}" if train.decoder_residual else "")
+        assert (train.encoder_layers, train.decoder_layers, layout) == (enc, dec, residual), name
         assert (train.optimizer, train.adam_betas, train.lr, train.warmup_init_lr) == (
             "radam", (0.9, 0.98), 1e-3, 1e-7,
         ), name  # fmt: skip
@@ -107,3 +115,15 @@ def test_en_de_data_is_prepared_as_transformer_clinic_does(monkeypatch):
     assert (pre.ratio, pre.min_len, pre.max_len, pre.clean_splits) == (9.0, 1, 80, ["train"])
     assert not pre.no_aggressive and not pre.no_normalize and pre.valid_every == 0
     assert _parse("learn-bpe", commands.learn_bpe(ds, 1)).merges == 32764
+
+
+def test_admin_table_1s_hybrid_is_labelled_by_both_layouts_and_refused_under_admin(monkeypatch):
+    monkeypatch.chdir(REPO)
+    plan = check([Path(CONFIG)], REPO)
+    info = plan.experiment_info("t1_ende_18L18L_hybrid")
+    assert layout_label(info) == "Post-LN enc., Pre-LN dec."
+    assert "decoder_residual" not in plan.experiment_info("t2_ende_18L18L_preln")  # others' specs unchanged
+    cfg = copy.deepcopy(plan.config)
+    cfg["experiments"]["t1_ende_18L18L_hybrid"]["residual"] = "admin"
+    with pytest.raises(ConfigError, match=r"'experiments.t1_ende_18L18L_hybrid.decoder_residual'"):
+        check_references(cfg, cfg["experiments"])
