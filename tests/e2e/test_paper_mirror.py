@@ -27,6 +27,16 @@ SMOKE_CI = {"gpu": False, "d_model": 16, "ffn_dim": 32, "max_epoch": 1, "max_tok
             "train_lines": 300, "mono_lines": 40}  # fmt: skip
 
 
+# Alone on 2 cores a run takes 3.5-4.5 min; beside the rest of `make test` it has taken 18.
+RUN_TIMEOUT_S = 1800
+
+
+def _log_tail(run: Path, lines: int = 60) -> str:
+    """The last lines of Snakemake's newest log: which jobs were running when the time ran out."""
+    logs = sorted((run / ".snakemake" / "log").glob("*.snakemake.log"))
+    return "\n".join(logs[-1].read_text().splitlines()[-lines:]) if logs else "(no log)"
+
+
 def _run_paper_config(config: str, tmp_path: Path) -> tuple[dict, Path, Path]:
     mirror_root = tmp_path / "mirror"
     sums = build(mirror_root)
@@ -42,7 +52,12 @@ def _run_paper_config(config: str, tmp_path: Path) -> tuple[dict, Path, Path]:
         cmd = [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(run),
                "--profile", str(LOCAL_PROFILE), "--cores", "2", "all",
                "--configfile", str(REPO / config), str(REPO / "config.smoke.yaml"), str(override)]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=run, capture_output=True, text=True, timeout=1100, env=env)
+        try:
+            proc = subprocess.run(
+                cmd, cwd=run, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no end after {RUN_TIMEOUT_S} s; Snakemake's log ends:\n{_log_tail(run)}")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
     cfg = yaml.safe_load((REPO / config).read_text())
     return cfg, run / cfg["workdir"] / "smoke", run / cfg["results"] / "smoke"
@@ -87,7 +102,7 @@ def _check_table1(cfg: dict, results: Path) -> None:
     assert cfg["tables"]["significance"]["title"] in tables
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 def test_wmt14_en_fr_as_shipped_on_a_mirror(tmp_path: Path):
     cfg, work, results = _run_paper_config("config.wmt14_en_fr.yaml", tmp_path)
     _check_table1(cfg, results)
@@ -115,7 +130,7 @@ def test_wmt14_en_fr_as_shipped_on_a_mirror(tmp_path: Path):
     assert status["status"] in ("completed", "diverged")
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 def test_wmt14_en_de_as_shipped_on_a_mirror(tmp_path: Path):
     cfg, work, results = _run_paper_config("config.wmt14_en_de.yaml", tmp_path)
     _check_table1(cfg, results)
