@@ -18,6 +18,7 @@ shell to kill and orphan it), the Snakefile relays the stop to the running jobs
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -38,11 +39,20 @@ class Terminated(SystemExit):
 _STAGE_PID: int | None = None  # the process that installed the handler
 
 
+def _default_sigterm() -> None:
+    """In a forked child: SIGTERM kills at once, as without this module (``os.register_at_fork``)."""
+    with contextlib.suppress(ValueError):  # not the main thread: cannot happen right after a fork
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _raise_terminated(signum: int, _frame: Any) -> None:
     if os.getpid() != _STAGE_PID:
-        # A forked worker (multiprocessing.Pool) inherits the handler, and Pool.terminate() ends its
-        # workers with SIGTERM: an exception there can leave a queue lock held and hang the pool's
-        # join. A worker dies at once, as without this module.
+        # A forked worker (multiprocessing.Pool) must not run a Python handler for the SIGTERM of
+        # Pool.terminate(): the handler runs between bytecodes only, so a SIGTERM that lands just before
+        # the worker blocks on the task queue's lock is never handled (no EINTR follows), and the
+        # pool's join waits forever (seen: preprocess --workers 2 hung the paper-mirror runs). The
+        # fork hook above gives children the default action; this is the fallback for any child
+        # forked before it was registered.
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
@@ -53,6 +63,8 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
 def terminate_unwinds() -> None:
     """SIGTERM raises :class:`Terminated` in this process instead of ending it where it stands."""
     global _STAGE_PID
+    if _STAGE_PID is None:
+        os.register_at_fork(after_in_child=_default_sigterm)
     _STAGE_PID = os.getpid()
     signal.signal(signal.SIGTERM, _raise_terminated)
 

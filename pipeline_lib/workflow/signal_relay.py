@@ -19,8 +19,10 @@ trainer already has SIGINT, and a second SIGINT means "stop without saving".
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,12 +42,27 @@ def snakemake_local_jobs() -> list[subprocess.Popen]:
             shell._lock.release()
 
 
-def relay_to(jobs: Callable[[], Iterable[subprocess.Popen]], signum: int, frame: Any, previous: Any) -> None:
-    """SIGTERM to every job still running, then what the signal did before."""
-    for proc in jobs():
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):  # ended since poll()
-                proc.send_signal(signal.SIGTERM)
+def relay_to(
+    jobs: Callable[[], Iterable[subprocess.Popen]],
+    signum: int,
+    frame: Any,
+    previous: Any,
+    graceful: Any = None,
+) -> None:
+    """SIGTERM to every job still running, then what the signal did before. ``graceful``: Snakemake's
+    SIGTERM handler, also called (from a thread: it takes the scheduler's lock, which the interrupted
+    main thread may hold) after a SIGINT, so that the run ends even where Snakemake swallows the
+    KeyboardInterrupt (its log handler's ``emit`` ignores one raised while it writes)."""
+    running = [proc for proc in jobs() if proc.poll() is None]
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):  # ended since poll()
+            proc.send_signal(signal.SIGTERM)
+    # os.write, not print: the main thread may be inside a write to the same buffered stderr
+    pids = " ".join(str(proc.pid) for proc in running) or "none running"
+    with contextlib.suppress(OSError):
+        os.write(2, f"{signal.Signals(signum).name}: SIGTERM to the running jobs ({pids})\n".encode())
+    if callable(graceful):
+        threading.Thread(target=graceful, args=(signal.SIGTERM, None), daemon=True).start()
     if callable(previous):
         previous(signum, frame)
     elif previous == signal.SIG_DFL:
@@ -55,12 +72,14 @@ def relay_to(jobs: Callable[[], Iterable[subprocess.Popen]], signum: int, frame:
 
 def install(jobs: Callable[[], Iterable[subprocess.Popen]] = snakemake_local_jobs) -> None:
     """Wrap the current SIGINT and SIGTERM handlers (main thread only, as ``signal.signal``)."""
+    sigterm_handler = signal.getsignal(signal.SIGTERM)  # the scheduler's exit_gracefully
     for signum in RELAYED:
         previous = signal.getsignal(signum)
         if previous == signal.SIG_IGN:
             continue
+        graceful = sigterm_handler if signum == signal.SIGINT else None
 
-        def handler(num: int, frame: Any, previous: Any = previous) -> None:
-            relay_to(jobs, num, frame, previous)
+        def handler(num: int, frame: Any, previous: Any = previous, graceful: Any = graceful) -> None:
+            relay_to(jobs, num, frame, previous, graceful)
 
         signal.signal(signum, handler)

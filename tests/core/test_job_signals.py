@@ -105,3 +105,25 @@ def test_a_forked_worker_dies_of_sigterm_as_by_default():
     proc = subprocess.run([sys.executable, "-c", stage], timeout=60, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) == -signal.SIGTERM  # killed by the signal (143 would mean it unwound)
+
+
+def test_a_forked_child_has_the_default_sigterm_from_its_first_instruction():
+    # A Python handler runs only between bytecodes: a SIGTERM that lands while a pool worker is about to
+    # block on the task queue's semaphore is never handled, and Pool.terminate()'s join hangs (it hung
+    # preprocess --workers 2 in the paper-mirror runs). Forked children get the kernel's default action.
+    stage = textwrap.dedent(
+        """
+        import multiprocessing as mp, signal, sys
+        from pipeline_lib import job_signals
+        job_signals.install()
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # the stage unwinds
+        ctx = mp.get_context("fork")
+        worker = ctx.Process(target=lambda: sys.exit(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL))
+        worker.start()
+        worker.join(30)
+        print(worker.exitcode)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", stage], timeout=60, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == 1  # sys.exit(True): the child's SIGTERM is SIG_DFL

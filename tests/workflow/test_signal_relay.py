@@ -44,3 +44,25 @@ def test_snakemakes_process_table_is_where_the_relay_looks():
 
     assert isinstance(shell._processes, dict)
     assert signal_relay.snakemake_local_jobs() == []
+
+
+def test_a_sigint_also_asks_snakemake_to_end_gracefully(restored_handlers, capfd):
+    # Snakemake's log handler swallows a KeyboardInterrupt raised while it writes: the run must end all
+    # the same, so a SIGINT also calls Snakemake's SIGTERM handler (its exit_gracefully), from a thread.
+    graceful: list[int] = []
+    interrupted: list[int] = []
+    signal.signal(signal.SIGTERM, lambda num, _frame: graceful.append(num))  # the scheduler's handler
+    signal.signal(signal.SIGINT, lambda num, _frame: interrupted.append(num))  # stands for a swallowed raise
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    signal_relay.install(jobs=lambda: [job])
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert job.wait(timeout=10) == -signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while not graceful and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert graceful == [signal.SIGTERM] and interrupted == [signal.SIGINT]
+        assert f"SIGINT: SIGTERM to the running jobs ({job.pid})" in capfd.readouterr().err
+    finally:
+        if job.poll() is None:
+            job.kill()
