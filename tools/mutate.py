@@ -40,8 +40,6 @@ MODULES: dict[str, str] = {
     "average": "pipeline_lib/train/average.py",
     "loss": "pipeline_lib/train/loss.py",
     "admin": "pipeline_lib/model/admin.py",
-    "run_identity": "pipeline_lib/train/run_identity.py",
-    "marks": "pipeline_lib/report/marks.py",
     "metrics": "pipeline_lib/evaluate/metrics.py",
     "significance": "pipeline_lib/evaluate/significance.py",
     "moses": "pipeline_lib/data/moses.py",
