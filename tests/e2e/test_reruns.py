@@ -255,6 +255,13 @@ def _stage_processes(tag: Path) -> list[str]:
 
 # How a run gets stopped: a terminal's Ctrl-C (the whole process group), `kill -INT <pid>` and
 # `kill <pid>` (SIGTERM, as a batch system or a process manager sends) to Snakemake alone.
+# Snakemake as a terminal starts it, SIGINT at its default: a test process may have inherited SIGINT
+# ignored (`/usr/bin/time` ignores it in what it runs; so does a background job of a script), and an
+# ignored SIGINT stays ignored across exec, in Snakemake and its jobs alike (the relay leaves it so).
+AS_FROM_A_TERMINAL = [sys.executable, "-c",
+                      "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                      "os.execv(sys.argv[1], sys.argv[1:])"]  # fmt: skip
+
 STOPS = {
     "ctrl_c_group": lambda pid: os.killpg(pid, signal.SIGINT),
     "sigint_snakemake": lambda pid: os.kill(pid, signal.SIGINT),
@@ -274,8 +281,8 @@ def test_a_stopped_run_ends_promptly_preempted_and_resumes(tmp_path: Path, stop:
     exp = tmp_path / "work/experiments/a"
     cmd, env = snakemake_command(tmp_path, "all")
     with (tmp_path / "first.log").open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen([*AS_FROM_A_TERMINAL, *cmd], cwd=tmp_path, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 300
         log = exp / "train_log.jsonl"
