@@ -30,6 +30,15 @@ STABILIZER_INITS = ("authors", "fairseq")
 # decoder). Only the two plain layouts mix: every other variant scales or combines across both stacks.
 HYBRID_RESIDUALS = ("post_ln", "pre_ln")
 
+
+def hybrid_problem(residual: str, decoder_residual: str | None) -> str | None:
+    """Why a decoder layout cannot go with this encoder's (None: it can, or none is set); the model
+    and the workflow's config check both ask."""
+    if decoder_residual and residual not in HYBRID_RESIDUALS:
+        return f"needs a post_ln or pre_ln encoder, not residual={residual}: only the plain layouts mix"
+    return None
+
+
 # Fields that change the set of residual sub-layers: an Admin profile is only valid for these.
 ARCHITECTURE_FIELDS = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads", "residual")
 
@@ -120,11 +129,8 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, lambda name: f"model.{name}")  # the fields' choices and bounds
-        if self.decoder_residual and self.residual not in HYBRID_RESIDUALS:
-            raise ConfigError(
-                f"model.decoder_residual={self.decoder_residual} needs a post_ln or pre_ln encoder, not "
-                f"residual={self.residual}: only the plain layouts mix"
-            )
+        if problem := hybrid_problem(self.residual, self.decoder_residual):
+            raise ConfigError(f"model.decoder_residual={self.decoder_residual} {problem}")
         if self.d_model % self.heads:
             raise ConfigError(f"model.d_model={self.d_model} is not divisible by model.heads={self.heads}")
         if self.share_all_embeddings and self.src_vocab_size != self.tgt_vocab_size:
@@ -134,11 +140,6 @@ class ModelConfig:
             )
         if not 0 <= self.pad_idx < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ConfigError(f"model.pad_idx={self.pad_idx} is outside the vocabulary")
-
-    @property
-    def decoder_variant(self) -> str:
-        """The decoder's residual variant: ``decoder_residual`` where set, else ``residual``."""
-        return self.decoder_residual or self.residual
 
     @property
     def head_dim(self) -> int:

@@ -164,7 +164,7 @@ class TransformerModel(nn.Module):
         self.config = config
         variant = residual_spec(config.residual).build(config)
         decoder_variant = (
-            residual_spec(config.decoder_variant).build(config) if config.decoder_residual else variant
+            residual_spec(config.decoder_residual).build(config) if config.decoder_residual else variant
         )
         d = config.d_model
         src_table = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_idx)

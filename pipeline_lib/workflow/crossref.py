@@ -7,7 +7,7 @@ from typing import Any
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate.metric_registry import METRICS
-from pipeline_lib.model.config import HYBRID_RESIDUALS, PRESETS
+from pipeline_lib.model.config import PRESETS, hybrid_problem
 from pipeline_lib.report.table_registry import TABLE_KINDS, Instance, instances
 from pipeline_lib.workflow.experiments import seed_groups
 
@@ -107,11 +107,8 @@ def _check_experiment(config: dict[str, Any], name: str, exp: dict[str, Any]) ->
             fail(f"{where}.{field}", f"unknown {field} {exp[field]!r} (known: {sorted(config[section])})")
     if exp.get("decoding", "default") not in config["decoding"]:
         fail(f"{where}.decoding", f"unknown decoding {exp.get('decoding', 'default')!r}")
-    if exp.get("decoder_residual") and exp["residual"] not in HYBRID_RESIDUALS:
-        fail(
-            f"{where}.decoder_residual",
-            f"needs a post_ln or pre_ln encoder, not residual {exp['residual']!r}: only the plain layouts mix",
-        )
+    if problem := hybrid_problem(exp["residual"], exp.get("decoder_residual")):
+        fail(f"{where}.decoder_residual", problem)
     bt = exp.get("backtranslation")
     if bt is None:
         return

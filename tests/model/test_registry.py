@@ -12,6 +12,7 @@ from train_fixtures import make_bin_dir, read_log, train_args
 
 from pipeline_lib.checkpoint import load_model
 from pipeline_lib.cli import main
+from pipeline_lib.model.config import HYBRID_RESIDUALS
 from pipeline_lib.model.registry import ResidualSpec, register, residual_names, unregister
 from pipeline_lib.model.residual import PostLNConnection, ResidualVariant
 from pipeline_lib.report.inputs import Run
@@ -63,6 +64,7 @@ def test_schema_offers_exactly_the_registered_variants():
     assert tuple(SCHEMA["definitions"]["residual"]["enum"]) == residual_names()
     experiments = SCHEMA["properties"]["experiments"]["additionalProperties"]["properties"]
     assert experiments["residual"] == {"$ref": "#/definitions/residual"}
+    assert tuple(experiments["decoder_residual"]["enum"]) == HYBRID_RESIDUALS  # the layouts that mix
     methods = SCHEMA["properties"]["stability_map"]["properties"]["methods"]["items"]
     assert methods == {"$ref": "#/definitions/residual"}  # the map accepts every method
 
