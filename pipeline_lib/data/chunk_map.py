@@ -134,14 +134,24 @@ def _map_ordered(
     # visits, so each inherited page it touches is copied: in a worker, or in the parent (whose
     # first full collection, ~1M pairs into a preprocess run, copied ~9 MB at once).
     gc.freeze()
+    pool = ctx.Pool(workers, initializer=_guarded_init, initargs=(initializer, initargs))
+    finished = False
     try:
-        with ctx.Pool(workers, initializer=_guarded_init, initargs=(initializer, initargs)) as pool:
-            pending: collections.deque = collections.deque()
-            for task in tasks:
-                pending.append(pool.apply_async(_run_task, (fn, *task)))
-                if len(pending) >= 2 * workers:
-                    yield pending.popleft().get()
-            while pending:
+        pending: collections.deque = collections.deque()
+        for task in tasks:
+            pending.append(pool.apply_async(_run_task, (fn, *task)))
+            if len(pending) >= 2 * workers:
                 yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+        finished = True
     finally:
-        gc.unfreeze()  # the workers are gone (or going): the parent collects them as before
+        # Every task done: the workers leave on the queue's end marker (close), with no signal. Only
+        # an error or an abandoned iteration kills them (terminate): terminate() on idle workers
+        # hung in its join, a worker blocked on the task queue's lock never leaving (Python 3.11).
+        if finished:
+            pool.close()
+        else:
+            pool.terminate()
+        pool.join()
+        gc.unfreeze()  # the workers are gone: the parent collects them as before
