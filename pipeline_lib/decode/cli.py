@@ -7,10 +7,11 @@ Usage (flags as in fairseq-generate / fairseq-interactive)::
         --input work/de/bpe/test.en --output out/test.de --beam 4 --lenpen 0.6 \\
         --output-generate out/test.generate --output-jsonl out/test.jsonl
 
-    # raw text in (the dataset's Moses settings and BPE/SPM applied, as to its test set), text out;
-    # the length limit as the workflow's decoding entry sets it
+    # raw text in (the dataset's Moses settings and BPE/SPM applied, as to its test set), text out,
+    # searched as the workflow's translate job of experiment enfr_60L12L_admin searches (beam, lenpen, length
+    # limit: its decoding entry in the config; any search flag given here wins)
     python -m pipeline_lib translate --checkpoint run/checkpoint_avg.pt --raw-input news.en \
-        --output news.de --beam 4 --lenpen 0.6 --max-len-a 1.2 --max-len-b 10
+        --output news.de --decoding enfr_60L12L_admin --configfile config.wmt14_en_fr.yaml
 
     # a binarized split (adds T- reference lines), greedy on GPU in bf16
     python -m pipeline_lib translate --checkpoint ckpt.pt --split test --beam 1 \\
@@ -39,6 +40,12 @@ from pipeline_lib.cpu.allocator import keep_freed_memory
 from pipeline_lib.cpu.gemm_names import CPU_GEMMS
 from pipeline_lib.data.textio import count_lines
 from pipeline_lib.dataclass_cli import add_dataclass_arguments, dataclass_from_args
+from pipeline_lib.decode.decoding_entry import (
+    RUNTIME_KEYS,
+    SEARCH_KEYS,
+    add_decoding_arguments,
+    apply_decoding,
+)
 from pipeline_lib.decode.inputs import (
     Sources,
     encode_lines,
@@ -136,6 +143,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "of >= 256 sentences x beam, where it was measured faster)",
     )
     r.add_argument("--no-progress", action="store_true")
+    add_decoding_arguments(p, SEARCH_KEYS + RUNTIME_KEYS)
 
 
 def target_language(flag: str | None, checkpoint_data: dict, data_meta: dict) -> str | None:
@@ -168,6 +176,7 @@ def _placeholders_if_diverged(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    entry = apply_decoding(args)
     cfg = _search_config(args)  # validates the search flags before anything heavy happens
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
@@ -229,9 +238,10 @@ def run(args: argparse.Namespace) -> int:
     post = Postprocess(subword=subword, moses_lang=tgt_lang if moses else None)
 
     log.info(
-        "translate %d sentences from %s on %s: %s, beam %d, lenpen %g, max len %g*src+%d%s",
+        "translate %d sentences from %s on %s: %s, beam %d, lenpen %g, max len %g*src+%d%s%s",
         total, origin, device, model.config.describe(), cfg.beam, cfg.lenpen,
         cfg.max_len_a, cfg.max_len_b, ", sampling" if cfg.sampling else "",
+        f" (decoding entry {entry})" if entry else "",
     )  # fmt: skip
     start = time.perf_counter()
     done = generated = 0

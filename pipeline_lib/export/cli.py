@@ -7,7 +7,7 @@ Usage::
         --bpe subword_nmt --bpe-codes exp/fairseq/bpe.codes --beam 4 --lenpen 0.6
 
     python -m pipeline_lib export --checkpoint run/checkpoint_avg.pt --format ctranslate2 --out exp/ct2 \
-        --beam 4 --lenpen 0.6 --max-len-a 1.2 --max-len-b 10      # the experiment's decoding entry
+        --decoding enfr_60L12L_admin --configfile config.wmt14_en_fr.yaml   # that experiment's decoding entry
     python exp/ct2/translate.py < raw.en > hyp.de     # raw text in, detokenized text out
     # or: ctranslate2.Translator("exp/ct2").translate_batch([bpe_line.split()], beam_size=4)
 
@@ -27,6 +27,7 @@ import logging
 from pathlib import Path
 
 from pipeline_lib.atomic import write_text
+from pipeline_lib.decode.decoding_entry import add_decoding_arguments, apply_decoding
 from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.errors import ConfigError
 
@@ -52,16 +53,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the test split's preprocess meta.json (default: tok-test/meta.json beside the data "
         "directory); without one, text.json and translate.py are left out",
     )
-    d = p.add_argument_group("decoding recorded in text.json (use the experiment's decoding entry)")
+    d = p.add_argument_group("decoding recorded in text.json (or --decoding: the workflow's entry)")
     defaults = SearchConfig()
     d.add_argument("--beam", type=int, default=defaults.beam)
     d.add_argument("--lenpen", type=float, default=defaults.lenpen)
     d.add_argument("--max-len-a", type=float, default=defaults.max_len_a)
     d.add_argument("--max-len-b", type=int, default=defaults.max_len_b)
+    add_decoding_arguments(p, ("beam", "lenpen", "max_len_a", "max_len_b"))
 
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    apply_decoding(args)
     out: Path = args.out
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
         raise ConfigError(f"--out {out} exists and is not an empty directory (pass --force to replace it)")

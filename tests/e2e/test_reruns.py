@@ -114,9 +114,8 @@ def test_raw_text_through_translate_and_the_ctranslate2_export_gives_the_workflo
     finished, tmp_path: Path
 ):
     work, cfg = finished
-    narrow = cfg["decoding"]["narrow"]  # experiment a's decoding
-    search = ["--beam", str(narrow["beam"]), "--lenpen", str(narrow["lenpen"]),
-              "--max-len-a", str(narrow["max_len_a"]), "--max-len-b", str(narrow["max_len_b"])]  # fmt: skip
+    # experiment a's decoding entry (beam 2, length 1.2*src+10), read from work/config.yaml as typed
+    search = ["--decoding", "a"]
     checkpoint = "work/experiments/a/checkpoint_avg.pt"
     raw = Path(cfg["datasets"]["tiny"]["path"]) / "test.en"
     workflow = (work / "results/experiments/a/test.hyp").read_text().splitlines()

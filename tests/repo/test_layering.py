@@ -37,6 +37,7 @@ SUBMODULES = {
     "cpu.weight_grad_sharing",
     "cpu.gemm_names",
     "decode.search_config",  # the search settings, torch-free: the workflow schema reads them
+    "decode.decoding_entry",  # --decoding NAME: a workflow config's decoding entry as translate flags
 }
 # The CPU fast path plugs into the model from outside: the model imports nothing from cpu/.
 CPU = {"cpu.threads", "cpu.allocator", "cpu.onednn", "cpu.weight_grad_sharing", "cpu.gemm_names"}
@@ -65,12 +66,15 @@ ALLOWED: dict[str, set[str]] = {
         "cpu.allocator",
         "cpu.gemm_names",
         "decode.search_config",
+        "decode.decoding_entry",
     },
     "decode.search_config": set(),
+    # reads a workflow config as snakemake would (validated, file:line errors), inside the function
+    "decode.decoding_entry": {"workflow", "decode.search_config"},
     "evaluate": {"data", "divergence"},  # data: the Moses test-set tokenization tokenized BLEU needs
     "backtranslation": {"data"},
     # export maps a checkpoint and the decoder's settings into the peers' terms (fairseq, CTranslate2)
-    "export": {"data", "model", "checkpoint", "decode", "decode.search_config"},
+    "export": {"data", "model", "checkpoint", "decode", "decode.search_config", "decode.decoding_entry"},
     "report": {"divergence"},
     "workflow": {"model", "train", "divergence", "decode.search_config"},
     "job_signals": set(),
