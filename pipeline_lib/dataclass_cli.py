@@ -3,7 +3,8 @@
 
 Each field becomes ``--field-name``. Its ``metadata`` may give ``help``, ``choices``, ``group`` (the
 argparse group title), ``type`` (a parser for the command-line text), ``cli_default`` (a callable
-giving a default that depends on the machine), ``required`` and ``flag`` (another flag name);
+giving a default that depends on the machine), ``required``, ``flag`` (another flag name) and, for a
+``tuple[str, ...]`` field (a list of words), ``nargs`` ("*" by default: an empty list is a value);
 ``choices`` may be a callable (a registry read when the parser is built), and ``cli: False``
 leaves a field out. A field
 without a default is required; a bool field is a switch (``store_false`` when it defaults to True).
@@ -20,14 +21,27 @@ import typing
 from typing import Any
 
 
+def option(default: Any = dataclasses.MISSING, help: str | None = None, **meta: Any) -> Any:
+    """A settings field with its flag's help and ``meta`` (see the module docstring, and
+    pipeline_lib/field_spec.py for bounds; a stage marks the fields a workflow config may set)."""
+    return dataclasses.field(default=default, metadata={"help": help, **meta})
+
+
 def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def _is_word_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is tuple and typing.get_args(annotation) == (str, ...)
+
+
 def _parse_type(annotation: Any) -> Any:
-    """int/float/str for a plain or optional annotation; None when the field needs its own parser."""
+    """int/float/str for a plain or optional annotation (str for each word of a word list); None when
+    the field needs its own parser."""
     if annotation in (int, float, str):
         return annotation
+    if _is_word_list(annotation):
+        return str
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType) and len(args) == 1 and args[0] in (int, float, str):
@@ -60,6 +74,9 @@ def add_dataclass_arguments(
             action = "store_false" if field.default is True else "store_true"
             target.add_argument(flag, dest=field.name, action=action, **kwargs)
             continue
+        if _is_word_list(hints[field.name]):
+            kwargs["nargs"] = meta.get("nargs", "*")
+            kwargs["default"] = list(kwargs["default"]) if "default" in kwargs else None
         parse = meta.get("type") or _parse_type(hints[field.name])
         if parse is None:
             raise TypeError(
@@ -76,9 +93,39 @@ def add_dataclass_arguments(
 def dataclass_from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
     """``cls`` from the parsed flags; a flag left at None keeps the field's default; ``extra`` adds
     the fields that are not flags."""
-    given = {f.name: getattr(args, f.name) for f in cli_fields(cls)}
+    given = {f.name: _frozen(getattr(args, f.name)) for f in cli_fields(cls)}
     return cls(**{k: v for k, v in given.items() if v is not None or _accepts_none(cls, k)}, **extra)
+
+
+def _frozen(value: Any) -> Any:
+    """argparse's lists as the tuples a frozen dataclass holds."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _accepts_none(cls: type, name: str) -> bool:
     return type(None) in typing.get_args(typing.get_type_hints(cls)[name])
+
+
+def config_argv(cls: type, marker: str, values: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The flags that give ``cls`` the ``values`` a workflow config sets for its fields marked
+    ``marker``, in field order; what the config leaves out is left out. A switch appears only when
+    the value differs from the field's default (``--dedup``; ``--no-normalize`` for False). Returns
+    (the other flags, the word lists): a caller puts the lists last, since such a flag takes every
+    word up to the next flag; an empty list stays (it is a value: "none")."""
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls) if f.metadata.get(marker)}
+    if unknown:
+        raise KeyError(f"{cls.__name__} has no {marker} field {', '.join(sorted(unknown))}")
+    hints = typing.get_type_hints(cls)
+    words: list[str] = []
+    lists: list[str] = []
+    for field in dataclasses.fields(cls):
+        if field.name not in values or values[field.name] is None:
+            continue
+        value, flag = values[field.name], field.metadata.get("flag", flag_name(field.name))
+        if hints[field.name] is bool:
+            words += [flag] if value != field.default else []
+        elif _is_word_list(hints[field.name]):
+            lists += [flag, *map(str, value)]
+        else:
+            words += [flag, str(value)]
+    return words, lists

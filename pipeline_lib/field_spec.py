@@ -10,7 +10,8 @@ Metadata read here, besides dataclass_cli's ``help`` and ``choices``:
 * ``doc``: the schema's description where the flag's ``help`` is worded for a negated flag.
 
 The type comes from the annotation: bool, int, float, str, ``X | None`` (None allowed in Python, left
-out of a config), ``tuple[float, float]``, and ``float | str`` with ``keywords``.
+out of a config), ``tuple[float, float]``, ``tuple[str, ...]`` (a list of distinct words, each one of
+``choices`` when given), and ``float | str`` with ``keywords``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class FieldSpec:
     name: str
     types: tuple[type, ...]  # without NoneType; (float,) for tuple[float, float]
     length: int | None  # items of a fixed-length tuple
+    many: bool  # tuple[str, ...]: any number of distinct items
     bounds: dict[str, float]
     choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None
     keywords: tuple[str, ...]
@@ -51,6 +53,8 @@ class FieldSpec:
         """Why ``value`` is not accepted (to follow the field's name), or None."""
         if value is None:
             return None
+        if self.many:
+            return self._list_problem(value)
         if self.choices is not None:
             return (
                 None if value in self._choices() else f"={value!r} is not one of {', '.join(self._choices())}"
@@ -72,6 +76,17 @@ class FieldSpec:
         if self._accepts(value):
             return None
         return f" must be a{'n' if self._kind() == 'integer' else ''} {self._kind()} {self._range()}, got {value!r}"
+
+    def _list_problem(self, value: Any) -> str | None:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            return f" must be a list of words, got {value!r}"
+        if len(set(value)) != len(value):
+            return f" lists an item twice: {list(value)!r}"
+        if self.choices is not None:
+            bad = [v for v in value if v not in self._choices()]
+            if bad:
+                return f": {bad[0]!r} is not one of {', '.join(self._choices())}"
+        return None
 
     def _choices(self) -> tuple[str, ...]:
         return self.choices() if callable(self.choices) else self.choices
@@ -99,7 +114,10 @@ class FieldSpec:
     def json_schema(self) -> dict[str, Any]:
         """This field as a JSON Schema property of a workflow config."""
         bounds = {BOUNDS[k][0]: v for k, v in self.bounds.items()}
-        if self.choices is not None:
+        if self.many:
+            item = {"enum": list(self._choices())} if self.choices is not None else {"type": "string"}
+            prop = {"type": "array", "items": item, "uniqueItems": True}
+        elif self.choices is not None:
             prop: dict[str, Any] = {"enum": list(self._choices())}
         elif self.length is not None:
             item = {"type": _JSON_TYPES[self.types[0]], **bounds}
@@ -116,8 +134,12 @@ class FieldSpec:
 def _spec(field: dataclasses.Field, annotation: Any) -> FieldSpec:
     meta = field.metadata
     args = typing.get_args(annotation)
-    length = None
-    if typing.get_origin(annotation) is tuple:
+    length, many = None, False
+    if typing.get_origin(annotation) is tuple and args[-1] is Ellipsis:
+        kinds, many = args[:-1], True
+        if kinds != (str,):
+            raise TypeError(f"{field.name}: a variable-length tuple holds str, got {annotation}")
+    elif typing.get_origin(annotation) is tuple:
         kinds, length = tuple(dict.fromkeys(args)), len(args)
     elif typing.get_origin(annotation) in (typing.Union, types.UnionType):
         kinds = tuple(a for a in args if a is not type(None))
@@ -130,6 +152,7 @@ def _spec(field: dataclasses.Field, annotation: Any) -> FieldSpec:
         name=field.name,
         types=tuple(k for k in kinds if k is not str) if meta.get("keywords") else kinds,
         length=length,
+        many=many,
         bounds={k: meta[k] for k in BOUNDS if k in meta},
         choices=meta.get("choices"),
         keywords=tuple(meta.get("keywords", ())),
@@ -137,11 +160,22 @@ def _spec(field: dataclasses.Field, annotation: Any) -> FieldSpec:
     )
 
 
+_CONSTRAINTS = (*BOUNDS, "choices", "keywords")
+
+
 @functools.cache
 def field_specs(cls: type) -> dict[str, FieldSpec]:
-    """Every field's spec, by name (once per class: __post_init__ runs on every construction)."""
+    """The spec of every field that has one, by name (once per class: __post_init__ runs on every
+    construction). A field of another type (a Path) has none, unless it declares a constraint."""
     hints = typing.get_type_hints(cls)
-    return {f.name: _spec(f, hints[f.name]) for f in dataclasses.fields(cls)}
+    specs = {}
+    for f in dataclasses.fields(cls):
+        try:
+            specs[f.name] = _spec(f, hints[f.name])
+        except TypeError:
+            if any(key in f.metadata for key in _CONSTRAINTS):
+                raise
+    return specs
 
 
 def check_fields(obj: Any, label: Callable[[str], str]) -> None:
@@ -156,4 +190,8 @@ def check_fields(obj: Any, label: Callable[[str], str]) -> None:
 def json_schema(cls: type, marker: str) -> dict[str, dict[str, Any]]:
     """JSON Schema properties of the fields of ``cls`` whose metadata sets ``marker``, in field order."""
     specs = field_specs(cls)
-    return {f.name: specs[f.name].json_schema() for f in dataclasses.fields(cls) if f.metadata.get(marker)}
+    marked = [f.name for f in dataclasses.fields(cls) if f.metadata.get(marker)]
+    untyped = [name for name in marked if name not in specs]
+    if untyped:
+        raise TypeError(f"{cls.__name__}: no schema for {', '.join(untyped)} (marked {marker})")
+    return {name: specs[name].json_schema() for name in marked}

@@ -30,7 +30,6 @@ from pipeline_lib.errors import InputError
 
 log = logging.getLogger(__name__)
 
-CLEANABLE_SPLITS = ("train", "valid")
 MAX_WORD_LENGTH = 1000  # clean-corpus-n's default -max-word-length (characters)
 DROPPED_HEADER = "line\treason\tsource\ttarget\n"
 

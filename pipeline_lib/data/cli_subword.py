@@ -24,8 +24,8 @@ from pathlib import Path
 
 from pipeline_lib.data.apply_subword import ApplySettings, apply_subword
 from pipeline_lib.data.chunk_map import default_workers
-from pipeline_lib.data.clean_segmented import CLEANABLE_SPLITS
 from pipeline_lib.data.learn_subword import LearnSettings, learn_subword
+from pipeline_lib.data.preprocess import CLEANABLE_SPLITS
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.lang_code import lang_code
 

@@ -36,22 +36,26 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tqdm import tqdm
 
 from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.data import moses
-from pipeline_lib.data.chunk_map import map_chunks, scan_file
+from pipeline_lib.data.chunk_map import default_workers, map_chunks, scan_file
 from pipeline_lib.data.textio import read_lines, read_parallel
-from pipeline_lib.errors import InputError
+from pipeline_lib.dataclass_cli import flag_name, option
+from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.field_spec import check_fields
+from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 
 EVAL_SPLITS = ("valid", "test")
+CLEANABLE_SPLITS = ("train", "valid")  # test never: its lines stay aligned with the reference
 CLEAN_AFTER = ("tokenize", "bpe")
 
 
@@ -63,25 +67,87 @@ CLEANING_WARNING_SHARE = 0.2
 DROPPED_TEXT_CHARS = 200
 
 
+def _config(default: Any, help: str, **meta: Any) -> Any:
+    """A setting that a dataset's ``preprocess:`` block may also set (its schema key is generated)."""
+    return option(default, help, preprocess=True, **meta)
+
+
 @dataclass(frozen=True)
 class PreprocessSettings:
-    """What ``preprocess`` does; the fields are the flags of ``cli_preprocess.py``."""
+    """What ``preprocess`` does: its flags are these fields (cli_preprocess.py), and the fields marked
+    ``preprocess`` are the keys of a dataset's ``preprocess:`` block in the workflow config."""
 
-    in_dir: Path
-    out_dir: Path
-    src: str
-    tgt: str
-    tok: moses.TokConfig
-    clean: moses.CleanConfig
-    splits: Sequence[str] = ("train", "valid", "test", "mono")
-    clean_splits: Sequence[str] = ("train", "valid")
-    clean_after: str = "tokenize"
-    dedup: bool = False
-    valid_every: int = 0
-    max_train_lines: int | None = None
-    normalize_test: bool = False
-    workers: int = 1
-    chunk_size: int = 2000
+    in_dir: Path = option(help="directory with raw {split}.{lang} files", type=Path)
+    out_dir: Path = option(help="output directory (tokenized text)", type=Path)
+    src: str = option(help="source language code (en)", type=lang_code)
+    tgt: str = option(help="target language code (fr)", type=lang_code)
+    splits: tuple[str, ...] = option(
+        ("train", "valid", "test", "mono"), "splits to process (mono: mono.{lang} files, where present)",
+        nargs="+",
+    )  # fmt: skip
+    # The config's keys, in the order the workflow passes them.
+    ratio: float = _config(1.5, "max length ratio (clean-corpus-n -ratio)", gt=0)
+    min_len: int = _config(1, "min tokens per side", ge=0)
+    max_len: int = _config(250, "max tokens per side", ge=1)
+    hard_limit: int = _config(10_000, "drop lines over this many raw tokens, untokenized", ge=1)
+    clean_after: str = _config(
+        "tokenize",
+        "where clean-corpus-n (ratio, min/max len) counts. tokenize: Moses tokens, here; bpe: subwords, "
+        "in apply-bpe (fairseq's WMT'14 En-Fr), so the cleaned splits here only lose empty and "
+        "--hard-limit lines",
+        choices=CLEAN_AFTER,
+    )
+    valid_every: int = _config(0, "carve valid from every N-th train line (0: the corpus's own)", ge=0)
+    dedup: bool = _config(False, "drop repeated (source, target) pairs in cleaned splits")
+    normalize_test: bool = _config(
+        False,
+        "normalize test like train (default: fairseq's test branch, sed s/’/'/g + tokenizer -a only, "
+        "the reference the papers' tokenized BLEU used)",
+    )
+    normalize: bool = _config(
+        True,
+        "skip Moses normalize-punctuation on train/valid (IWSLT'14's recipe)",
+        flag="--no-normalize",
+        doc="Moses normalize-punctuation on train/valid (IWSLT'14's recipe: false)",
+    )
+    aggressive: bool = _config(
+        True,
+        "tokenize without -a (hyphens kept whole; IWSLT'14's recipe)",
+        flag="--no-aggressive",
+        doc="tokenizer -a, hyphens split as @-@ (IWSLT'14's recipe: false)",
+    )
+    lowercase: bool = _config(False, "lowercase every split after tokenizing (IWSLT'14's recipe)")
+    max_train_lines: int | None = _config(None, "keep only the first N training pairs", ge=1)
+    clean_splits: tuple[str, ...] = _config(
+        ("train", "valid"),
+        "splits filtered by clean-corpus-n (test never is; an empty list: none)",
+        choices=CLEANABLE_SPLITS,
+    )
+    # The workflow derives tokenize from the subword kind (SentencePiece reads raw text).
+    tokenize: bool = option(
+        True, "normalize only, no Moses tokenizer (for SentencePiece on raw text)", flag="--no-tokenize"
+    )
+    workers: int = option(1, "parallel worker processes", cli_default=default_workers, ge=1)
+    chunk_size: int = option(2000, "lines per parallel work unit", ge=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self, flag_name)
+        if self.src == self.tgt:
+            raise ConfigError("--src and --tgt must differ")
+        self.clean  # noqa: B018 -- CleanConfig checks min_len <= max_len
+
+    @property
+    def tok(self) -> moses.TokConfig:
+        return moses.TokConfig(
+            normalize=self.normalize,
+            tokenize=self.tokenize,
+            aggressive_dash_splits=self.aggressive,
+            lowercase=self.lowercase,
+        )
+
+    @property
+    def clean(self) -> moses.CleanConfig:
+        return moses.CleanConfig(self.ratio, self.min_len, self.max_len, self.hard_limit)
 
 
 def cleaning_warning(split: str, n_in: int, n_out: int, reasons: dict[str, int]) -> str | None:

@@ -10,6 +10,8 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from pipeline_lib.data.preprocess import PreprocessSettings
+from pipeline_lib.dataclass_cli import config_argv
 from pipeline_lib.evaluate.metric_registry import compound_split_metrics, metric_spec
 from pipeline_lib.model.config import model_recipe_pairs
 from pipeline_lib.model.registry import needs_profile
@@ -126,34 +128,26 @@ class Commands:
 
     def preprocess(self, ds: str, workers: int | None = None, *, test: bool = False) -> str:
         """Training side (train, valid, mono) into tok/, or, with ``test``, the test split alone into
-        tok-test/: editing a test file then never reruns what training reads."""
+        tok-test/: editing a test file then never reruns what training reads. The dataset's
+        ``preprocess:`` keys are PreprocessSettings' fields, passed as their flags."""
         d = self.plan.datasets[ds]
-        p = d.get("preprocess", {})
+        options = dict(d.get("preprocess", {}))
         # clean_after bpe: the length/ratio limits go to apply-bpe; here only empty/over-long lines go
-        after_bpe = p.get("clean_after", "tokenize") == "bpe"
-        words = flags(
-            [
-                ("in-dir", self.plan.raw_dir(ds)),
-                ("out-dir", self.plan.data_dir(ds, "tok-test" if test else "tok")),
-                *self._langs(ds),
-                ("splits", ["test"] if test else ["train", "valid", "mono"]),
-                *([] if after_bpe else self._length_limits(p)),
-                ("clean-after", "bpe" if after_bpe and not test else None),
-                ("valid-every", p.get("valid_every")),
-                ("dedup", bool(p.get("dedup"))),
-                ("normalize-test", bool(p.get("normalize_test"))),
-                ("no-normalize", not p.get("normalize", True)),
-                ("no-aggressive", not p.get("aggressive", True)),
-                ("lowercase", bool(p.get("lowercase"))),
-                ("max-train-lines", p.get("max_train_lines")),
-                ("no-tokenize", d.get("subword", {}).get("kind") == "spm"),
-                ("workers", workers),
-            ]
+        after_bpe = options.get("clean_after", "tokenize") == "bpe"
+        dropped = {"ratio", "min_len", "max_len"} if after_bpe else set()
+        # test is never cleaned; clean_after tokenize is the default, left off the command line
+        dropped |= {"clean_after", "clean_splits"} if test else set() if after_bpe else {"clean_after"}
+        settings, lists = config_argv(
+            PreprocessSettings, "preprocess", {k: v for k, v in options.items() if k not in dropped}
         )
-        if test or "clean_splits" not in p:
-            return words
-        # An empty list stays on the command line: it means "clean nothing", not "the default".
-        return shlex.join([*shlex.split(words), "--clean-splits", *p["clean_splits"]])
+        head = [
+            ("in-dir", self.plan.raw_dir(ds)),
+            ("out-dir", self.plan.data_dir(ds, "tok-test" if test else "tok")),
+            *self._langs(ds),
+            ("splits", ["test"] if test else ["train", "valid", "mono"]),
+        ]
+        tail = [("no-tokenize", d.get("subword", {}).get("kind") == "spm"), ("workers", workers)]
+        return shlex.join([*shlex.split(flags(head)), *settings, *shlex.split(flags(tail)), *lists])
 
     @staticmethod
     def _length_limits(p: dict[str, Any]) -> Pairs:

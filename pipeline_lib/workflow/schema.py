@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline_lib.data.preprocess import PreprocessSettings
 from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.field_spec import json_schema
@@ -30,6 +31,7 @@ MARKER = "x-generated"
 GENERATED: dict[str, list[tuple[type, str]]] = {
     "recipe": [(TrainConfig, "recipe"), (ModelConfig, "recipe")],  # recipes and experiment overrides
     "decoding": [(SearchConfig, "decoding")],  # the entries of `decoding` (translate's search flags)
+    "preprocess": [(PreprocessSettings, "preprocess")],  # a dataset's `preprocess:` block
 }
 
 

@@ -76,7 +76,8 @@ ALLOWED: dict[str, set[str]] = {
     # export maps a checkpoint and the decoder's settings into the peers' terms (fairseq, CTranslate2)
     "export": {"data", "model", "checkpoint", "decode", "decode.search_config", "decode.decoding_entry"},
     "report": {"divergence"},
-    "workflow": {"model", "train", "divergence", "decode.search_config"},
+    # data: the data stages' settings (their flags and schema keys)
+    "workflow": {"data", "model", "train", "divergence", "decode.search_config"},
     "job_signals": set(),
     "cli": set(),
     "__main__": {"cli", "job_signals"},

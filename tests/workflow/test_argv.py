@@ -144,17 +144,56 @@ DEMO = load("config.yaml")
 ENFR = load("config.wmt14_en_fr.yaml")
 
 
+def _other_value(spec: dict[str, Any]) -> Any:
+    """A valid value of a generated schema property that no stage default has."""
+    if "enum" in spec:
+        return spec["enum"][-1]
+    if spec.get("type") == "array":
+        return spec["items"]["enum"][:1]
+    if spec.get("type") == "boolean":
+        return "flip"
+    return 7 if spec.get("type") == "integer" else 2.5
+
+
+def test_every_preprocess_key_of_the_schema_reaches_the_stage_settings():
+    # each key the schema accepts (generated from the settings' fields) is set to a non-default value
+    # and must arrive in the PreprocessSettings that `preprocess` builds from the rule's argv
+    from pipeline_lib.data.preprocess import PreprocessSettings
+    from pipeline_lib.dataclass_cli import dataclass_from_args
+
+    keys = SCHEMA["properties"]["datasets"]["additionalProperties"]["properties"]["preprocess"]["properties"]
+    defaults = PreprocessSettings(in_dir=Path("a"), out_dir=Path("b"), src="en", tgt="fr")
+    for key, spec in keys.items():
+        cfg = copy.deepcopy(DEMO)
+        ds = next(iter(cfg["datasets"]))
+        value = _other_value(spec)
+        value = (not getattr(defaults, key)) if value == "flip" else value
+        if key == "clean_after":
+            value = "bpe"
+        cfg["datasets"][ds]["preprocess"] = {key: value}
+        settings = dataclass_from_args(
+            PreprocessSettings, parse("preprocess", Commands(plan_of(cfg)).preprocess(ds, 1))
+        )
+        expected = tuple(value) if isinstance(value, list) else value
+        assert getattr(settings, key) == expected != getattr(defaults, key), key
+
+
 def test_preprocess_switches_follow_the_config_and_omitted_keys_keep_the_stage_defaults():
     cfg = copy.deepcopy(DEMO)
     ds = next(iter(cfg["datasets"]))
     defaults = parse("preprocess", Commands(plan_of(cfg)).preprocess(ds))
-    assert (defaults.no_normalize, defaults.no_aggressive, defaults.dedup, defaults.lowercase) == (False,) * 4
+    assert (defaults.normalize, defaults.aggressive, defaults.dedup, defaults.lowercase) == (
+        True,
+        True,
+        False,
+        False,
+    )
     cfg["datasets"][ds]["preprocess"] = {
         "normalize": False, "aggressive": False, "dedup": True, "lowercase": True, "valid_every": 0,
         "ratio": 9.0, "min_len": 2, "max_len": 80, "clean_splits": [],
     }  # fmt: skip
     args = parse("preprocess", Commands(plan_of(cfg)).preprocess(ds, 3))
-    assert (args.no_normalize, args.no_aggressive, args.dedup, args.lowercase) == (True,) * 4
+    assert (args.normalize, args.aggressive, args.dedup, args.lowercase) == (False, False, True, True)
     assert (args.ratio, args.min_len, args.max_len, args.valid_every, args.workers) == (9.0, 2, 80, 0, 3)
     assert args.splits == ["train", "valid", "mono"] and args.clean_after == "tokenize"
     assert args.clean_splits == []  # "clean nothing", not the stage's default of train and valid

@@ -113,7 +113,7 @@ def test_en_de_data_is_prepared_as_transformer_clinic_does(monkeypatch):
     assert recipe.dev == ("wmt13", "en-de")
     pre = _parse("preprocess", commands.preprocess(ds, 1))
     assert (pre.ratio, pre.min_len, pre.max_len, pre.clean_splits) == (9.0, 1, 80, ["train"])
-    assert not pre.no_aggressive and not pre.no_normalize and pre.valid_every == 0
+    assert pre.aggressive and pre.normalize and pre.valid_every == 0
     assert _parse("learn-bpe", commands.learn_bpe(ds, 1)).merges == 32764
 
 

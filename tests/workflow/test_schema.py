@@ -162,13 +162,43 @@ def test_a_bound_in_metadata_is_both_checked_and_written_into_the_schema():
     assert set(BOUNDS) == {"ge", "gt", "le", "lt"}
 
 
-def test_an_annotation_without_a_schema_is_refused():
+def test_an_annotation_without_a_schema_is_refused_where_a_schema_or_a_check_needs_one():
     @dataclasses.dataclass
     class Bad:
-        names: list[str] = dataclasses.field(default_factory=list)
+        names: list[str] = dataclasses.field(default_factory=list, metadata={"recipe": True})
+        where: Path = Path(".")  # a stage's path flag: no schema, no check, accepted
+
+    assert "where" not in field_specs(Bad)
+    with pytest.raises(TypeError, match=r"Bad: no schema for names \(marked recipe\)"):
+        json_schema(Bad, "recipe")
+
+    @dataclasses.dataclass
+    class Bounded:
+        names: list[str] = dataclasses.field(default_factory=list, metadata={"ge": 1})
 
     with pytest.raises(TypeError, match="names"):
-        field_specs(Bad)
+        field_specs(Bounded)
+
+
+def test_a_word_list_field_is_an_array_of_distinct_choices():
+    @dataclasses.dataclass(frozen=True)
+    class Toy:
+        splits: tuple[str, ...] = dataclasses.field(
+            default=("train",), metadata={"choices": ("train", "valid"), "toy": True}
+        )
+
+    assert json_schema(Toy, "toy") == {
+        "splits": {"type": "array", "items": {"enum": ["train", "valid"]}, "uniqueItems": True}
+    }
+    label = lambda name: f"toy.{name}"  # noqa: E731
+    check_fields(Toy(splits=()), label)  # an empty list is a value
+    for value, message in [
+        (("train", "test"), "toy.splits: 'test' is not one of train, valid"),
+        (("train", "train"), "toy.splits lists an item twice"),
+        ("train", "toy.splits must be a list of words, got 'train'"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            check_fields(Toy(splits=value), label)
 
 
 def shipped_config_sets() -> list[list[Path]]:
