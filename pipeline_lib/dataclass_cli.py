@@ -106,13 +106,18 @@ def _accepts_none(cls: type, name: str) -> bool:
     return type(None) in typing.get_args(typing.get_type_hints(cls)[name])
 
 
+def marked_fields(cls: type, marker: str) -> tuple[str, ...]:
+    """The fields of ``cls`` that a workflow config block marked ``marker`` may set."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(marker))
+
+
 def config_argv(cls: type, marker: str, values: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The flags that give ``cls`` the ``values`` a workflow config sets for its fields marked
     ``marker``, in field order; what the config leaves out is left out. A switch appears only when
     the value differs from the field's default (``--dedup``; ``--no-normalize`` for False). Returns
     (the other flags, the word lists): a caller puts the lists last, since such a flag takes every
     word up to the next flag; an empty list stays (it is a value: "none")."""
-    unknown = set(values) - {f.name for f in dataclasses.fields(cls) if f.metadata.get(marker)}
+    unknown = set(values) - set(marked_fields(cls, marker))
     if unknown:
         raise KeyError(f"{cls.__name__} has no {marker} field {', '.join(sorted(unknown))}")
     hints = typing.get_type_hints(cls)

@@ -21,37 +21,55 @@ import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.chunk_map import scan_file
+from pipeline_lib.data.chunk_map import default_workers, scan_file
 from pipeline_lib.data.clean_segmented import SplitPaths, segment_and_clean
 from pipeline_lib.data.moses import CleanConfig
+from pipeline_lib.data.preprocess import CLEANABLE_SPLITS
 from pipeline_lib.data.subword import MODEL_META, load_model_meta, segment_file
+from pipeline_lib.dataclass_cli import flag_name, option
 from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.field_spec import check_fields
+from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ApplySettings:
-    """What ``apply-bpe`` does; the fields are the flags of ``cli_subword.py``."""
+    """What ``apply-bpe`` does: its flags are these fields (cli_subword.py); ``vocab_threshold`` is
+    also a key of a dataset's ``subword:`` block. The cleaning limits come from its ``preprocess:``
+    block (``clean_after: bpe``), so they are not keys here."""
 
-    in_dir: Path
-    model_dir: Path
-    out_dir: Path
-    src: str
-    tgt: str
-    splits: Sequence[str] = ("train", "valid", "test", "mono")
-    vocab_threshold: int = 0
-    clean_splits: Sequence[str] = ()  # cleaned on their subwords like clean-corpus-n
-    ratio: float = 1.5
-    min_len: int = 1
-    max_len: int = 250
-    workers: int = 1
-    chunk_size: int = 2000
+    in_dir: Path = option(help="tokenized {split}.{lang} files", type=Path)
+    model_dir: Path = option(help="output of learn-bpe", type=Path)
+    out_dir: Path = option(help="output directory (segmented text)", type=Path)
+    src: str = option(help="source language code", type=lang_code)
+    tgt: str = option(help="target language code", type=lang_code)
+    splits: tuple[str, ...] = option(("train", "valid", "test", "mono"), "splits to segment", nargs="+")
+    vocab_threshold: int = option(
+        0,
+        "BPE: subword-nmt --vocabulary-threshold (its recommendation: 50; 0: the codes unfiltered, as "
+        "fairseq's WMT recipes apply them)",
+        subword=True,
+        ge=0,
+    )
+    clean_splits: tuple[str, ...] = option(
+        (),
+        "splits cleaned like clean-corpus-n on their subwords (fairseq's WMT'14 En-Fr: train valid)",
+        choices=CLEANABLE_SPLITS,
+    )
+    ratio: float = option(1.5, "max length ratio (clean-corpus-n -ratio)", gt=0)
+    min_len: int = option(1, "min subwords per side", ge=0)
+    max_len: int = option(250, "max subwords per side", ge=1)
+    workers: int = option(1, "parallel worker processes", cli_default=default_workers, ge=1)
+    chunk_size: int = option(2000, "lines per parallel work unit", ge=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self, flag_name)
 
 
 def _validate(files: list[Path], workers: int) -> None:

@@ -23,7 +23,6 @@ import logging
 import os
 import shutil
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,30 +30,40 @@ import numpy as np
 from tqdm import tqdm
 
 from pipeline_lib.atomic import AtomicGroup
-from pipeline_lib.data.chunk_map import map_line_blocks
+from pipeline_lib.data.chunk_map import default_workers, map_line_blocks
 from pipeline_lib.data.indexed import IndexedDatasetWriter, split_prefix
 from pipeline_lib.data.textio import count_lines
 from pipeline_lib.data.vocab import Vocabulary
+from pipeline_lib.dataclass_cli import flag_name, option
 from pipeline_lib.digest import file_digest
-from pipeline_lib.errors import InputError
+from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.field_spec import check_fields
+from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class BinarizeSettings:
-    """What ``binarize`` does; the fields are the flags of ``cli_binarize.py``."""
+    """What ``binarize`` does: its flags are these fields (cli_binarize.py), and the fields marked
+    ``binarize`` are the keys of a dataset's ``binarize:`` block in the workflow config."""
 
-    in_dir: Path
-    out_dir: Path
-    src: str
-    tgt: str | None = None  # None: one language (monolingual text)
-    splits: Sequence[str] = ("train", "valid", "test")
-    threshold: int = 0
-    nwords: int = -1
-    vocab: Path | None = None  # reuse this vocab.txt instead of building one
-    workers: int = 1
-    chunk_size: int = 5000
+    in_dir: Path = option(help="subword-segmented {split}.{lang} files", type=Path)
+    out_dir: Path = option(help="output directory", type=Path)
+    src: str = option(help="source language (the only one for monolingual data)", type=lang_code)
+    tgt: str | None = option(None, "target language (omit to binarize one language)", type=lang_code)
+    # The config's keys, in the order the workflow passes them.
+    threshold: int = option(0, "drop tokens seen fewer times (0: keep all)", binarize=True, ge=0)
+    nwords: int = option(-1, "max vocabulary size without specials (-1: all)", binarize=True, ge=-1)
+    splits: tuple[str, ...] = option(("train", "valid", "test"), "splits to binarize", nargs="+")
+    vocab: Path | None = option(None, "reuse this vocab.txt instead of building one", type=Path)
+    workers: int = option(1, "parallel worker processes", cli_default=default_workers, ge=1)
+    chunk_size: int = option(5000, "lines per parallel work unit", ge=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self, flag_name)
+        if self.src == self.tgt:
+            raise ConfigError("--src and --tgt must differ")
 
 
 _VOCAB: dict[str, Vocabulary] = {}

@@ -24,43 +24,61 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline_lib.atomic import AtomicGroup, write_text
-from pipeline_lib.data.chunk_map import scan_file
+from pipeline_lib.data.chunk_map import default_workers, scan_file
 from pipeline_lib.data.line_sample import write_sample
 from pipeline_lib.data.subword import MODEL_META
+from pipeline_lib.dataclass_cli import flag_name, option
 from pipeline_lib.errors import ConfigError, InputError
+from pipeline_lib.field_spec import check_fields
+from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 
 
+SUBWORD_KINDS = ("bpe", "spm")
+
+
+def _subword(default: Any, help: str, **meta: Any) -> Any:
+    """A setting that a dataset's ``subword:`` block may also set (its schema key is generated)."""
+    return option(default, help, subword=True, **meta)
+
+
 @dataclass(frozen=True)
 class LearnSettings:
-    """What ``learn-bpe`` does; the fields are the flags of ``cli_subword.py``."""
+    """What ``learn-bpe`` does: its flags are these fields (cli_subword.py), and the fields marked
+    ``subword`` are keys of a dataset's ``subword:`` block in the workflow config."""
 
-    in_dir: Path
-    src: str
-    tgt: str
-    model_dir: Path
-    kind: str = "bpe"  # bpe | spm
-    merges: int = 40000
-    min_frequency: int = 2
-    sample_lines: int = 0  # 0: the whole training text
-    sample_seed: int = 1
-    spm_type: str = "unigram"
-    vocab_size: int = 32000
-    character_coverage: float = 1.0
-    spm_input_size: int = 10_000_000
-    workers: int = 1
+    in_dir: Path = option(help="directory with train.{src} / train.{tgt}", type=Path)
+    src: str = option(help="source language code", type=lang_code)
+    tgt: str = option(help="target language code", type=lang_code)
+    model_dir: Path = option(help="where codes / spm.model are written", type=Path)
+    # The config's keys, in the order the workflow passes them.
+    kind: str = _subword("bpe", "bpe: subword-nmt joint BPE; spm: SentencePiece", choices=SUBWORD_KINDS)
+    merges: int = _subword(40000, "BPE merge operations (joint)", ge=1)
+    min_frequency: int = _subword(2, "BPE: stop when a pair is rarer (subword-nmt)", ge=1)
+    sample_lines: int = _subword(
+        0,
+        "BPE: learn on a seeded sample of about this many line pairs (0: the whole training text, as "
+        "subword-nmt and fairseq's WMT recipes do); bounds the memory, which follows the word types",
+        ge=0,
+    )
+    sample_seed: int = _subword(1, "BPE: the seed of --sample-lines' sample")
+    spm_type: str = _subword("unigram", "SentencePiece model type", choices=("unigram", "bpe"))
+    vocab_size: int = _subword(32000, "SentencePiece vocabulary size", ge=1)
+    character_coverage: float = _subword(1.0, "SentencePiece character coverage", gt=0, le=1)
+    spm_input_size: int = option(10_000_000, "max sentences SentencePiece reads", ge=1)
+    workers: int = option(1, "parallel worker processes", cli_default=default_workers, ge=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self, flag_name)
 
 
 def _learn_bpe(cfg: LearnSettings, files: list[Path]) -> dict:
     from subword_nmt import apply_bpe, learn_bpe
 
-    if cfg.merges < 1:
-        raise ConfigError(f"--merges must be >= 1, got {cfg.merges}")
-    if cfg.sample_lines < 0:
-        raise ConfigError(f"--sample-lines must be >= 0, got {cfg.sample_lines}")
     started = time.perf_counter()
     if cfg.sample_lines > 0:
         per_lang, sample = _sample_word_counts(cfg, files)

@@ -10,8 +10,11 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from pipeline_lib.data.apply_subword import ApplySettings
+from pipeline_lib.data.binarize import BinarizeSettings
+from pipeline_lib.data.learn_subword import LearnSettings
 from pipeline_lib.data.preprocess import PreprocessSettings
-from pipeline_lib.dataclass_cli import config_argv
+from pipeline_lib.dataclass_cli import config_argv, marked_fields
 from pipeline_lib.evaluate.metric_registry import compound_split_metrics, metric_spec
 from pipeline_lib.model.config import model_recipe_pairs
 from pipeline_lib.model.registry import needs_profile
@@ -154,55 +157,41 @@ class Commands:
         """clean-corpus-n's -ratio, min and max (the stage's defaults where the config sets none)."""
         return [("ratio", p.get("ratio")), ("min-len", p.get("min_len")), ("max-len", p.get("max_len"))]
 
+    def _settings(self, cls: type, marker: str, ds: str) -> tuple[list[str], list[str]]:
+        """The flags of the dataset's ``marker:`` block keys that are fields of ``cls`` (a block may
+        serve two stages: ``subword:`` holds learn-bpe's and apply-bpe's keys)."""
+        block = self.plan.datasets[ds].get(marker, {})
+        own = marked_fields(cls, marker)
+        return config_argv(cls, marker, {k: v for k, v in block.items() if k in own})
+
     def learn_bpe(self, ds: str, workers: int | None = None) -> str:
-        s = self.plan.datasets[ds].get("subword", {})
-        return flags(
-            [
-                ("in-dir", self.plan.data_dir(ds, "tok")),
-                ("model-dir", self.plan.data_dir(ds, "subword")),
-                *self._langs(ds),
-                ("kind", s.get("kind")),
-                ("merges", s.get("merges")),
-                ("min-frequency", s.get("min_frequency")),
-                ("sample-lines", s.get("sample_lines")),
-                ("vocab-size", s.get("vocab_size")),
-                ("workers", workers),
-            ]
-        )
+        settings, lists = self._settings(LearnSettings, "subword", ds)
+        head = [("in-dir", self.plan.data_dir(ds, "tok")), ("model-dir", self.plan.data_dir(ds, "subword"))]
+        return shlex.join([*shlex.split(flags([*head, *self._langs(ds)])), *settings,
+                           *shlex.split(flags([("workers", workers)])), *lists])  # fmt: skip
 
     def apply_bpe(self, ds: str, workers: int | None = None, *, test: bool = False) -> str:
-        s = self.plan.datasets[ds].get("subword", {})
         suffix = "-test" if test else ""
         # fairseq's WMT'14 En-Fr cleans the segmented train and valid (clean_after: bpe); test never
         cleaned = [] if test else [sp for sp in ("train", "valid") if self.plan.cleaned_after_bpe(ds, sp)]
         limits = self._length_limits(self.plan.datasets[ds].get("preprocess", {})) if cleaned else []
-        return flags(
-            [
-                ("in-dir", self.plan.data_dir(ds, f"tok{suffix}")),
-                ("model-dir", self.plan.data_dir(ds, "subword")),
-                ("out-dir", self.plan.data_dir(ds, f"bpe{suffix}")),
-                *self._langs(ds),
-                ("splits", ["test"] if test else ["train", "valid", "mono"]),
-                ("vocab-threshold", s.get("vocab_threshold")),
-                ("clean-splits", cleaned),
-                *limits,
-                ("workers", workers),
-            ]
-        )
+        settings, lists = self._settings(ApplySettings, "subword", ds)
+        head = [
+            ("in-dir", self.plan.data_dir(ds, f"tok{suffix}")),
+            ("model-dir", self.plan.data_dir(ds, "subword")),
+            ("out-dir", self.plan.data_dir(ds, f"bpe{suffix}")),
+            *self._langs(ds),
+            ("splits", ["test"] if test else ["train", "valid", "mono"]),
+        ]
+        tail = [("clean-splits", cleaned), *limits, ("workers", workers)]
+        return shlex.join([*shlex.split(flags(head)), *settings, *shlex.split(flags(tail)), *lists])
 
     def binarize(self, ds: str, workers: int | None = None) -> str:
-        b = self.plan.datasets[self.plan.base_dataset(ds)].get("binarize", {})
-        return flags(
-            [
-                ("in-dir", self.plan.data_dir(ds, "bpe")),
-                ("out-dir", self.plan.data_dir(ds, "bin")),
-                *self._langs(ds),
-                ("threshold", b.get("threshold")),
-                ("nwords", b.get("nwords")),
-                ("splits", ["train", "valid"]),
-                ("workers", workers),
-            ]
-        )
+        settings, lists = self._settings(BinarizeSettings, "binarize", self.plan.base_dataset(ds))
+        head = [("in-dir", self.plan.data_dir(ds, "bpe")), ("out-dir", self.plan.data_dir(ds, "bin")),
+                *self._langs(ds)]  # fmt: skip
+        tail = [("splits", ["train", "valid"]), ("workers", workers)]
+        return shlex.join([*shlex.split(flags(head)), *settings, *shlex.split(flags(tail)), *lists])
 
     def binarize_test(self, ds: str, workers: int | None = None) -> str:
         """The test split with the training vocabulary of ``ds`` (a back-translation mix reads its base

@@ -16,6 +16,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline_lib.data.apply_subword import ApplySettings
+from pipeline_lib.data.binarize import BinarizeSettings
+from pipeline_lib.data.learn_subword import LearnSettings
 from pipeline_lib.data.preprocess import PreprocessSettings
 from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.errors import ConfigError
@@ -31,7 +34,10 @@ MARKER = "x-generated"
 GENERATED: dict[str, list[tuple[type, str]]] = {
     "recipe": [(TrainConfig, "recipe"), (ModelConfig, "recipe")],  # recipes and experiment overrides
     "decoding": [(SearchConfig, "decoding")],  # the entries of `decoding` (translate's search flags)
-    "preprocess": [(PreprocessSettings, "preprocess")],  # a dataset's `preprocess:` block
+    # a dataset's data-stage blocks
+    "preprocess": [(PreprocessSettings, "preprocess")],
+    "subword": [(LearnSettings, "subword"), (ApplySettings, "subword")],
+    "binarize": [(BinarizeSettings, "binarize")],
 }
 
 

@@ -144,38 +144,53 @@ DEMO = load("config.yaml")
 ENFR = load("config.wmt14_en_fr.yaml")
 
 
-def _other_value(spec: dict[str, Any]) -> Any:
-    """A valid value of a generated schema property that no stage default has."""
+def _other_value(spec: dict[str, Any], default: Any) -> Any:
+    """A valid value of a generated schema property that differs from the stage's default."""
     if "enum" in spec:
-        return spec["enum"][-1]
+        return next(v for v in reversed(spec["enum"]) if v != default)
     if spec.get("type") == "array":
         return spec["items"]["enum"][:1]
     if spec.get("type") == "boolean":
-        return "flip"
-    return 7 if spec.get("type") == "integer" else 2.5
+        return not default
+    return 7 if spec.get("type") == "integer" else spec.get("maximum", 5) / 2
 
 
-def test_every_preprocess_key_of_the_schema_reaches_the_stage_settings():
-    # each key the schema accepts (generated from the settings' fields) is set to a non-default value
-    # and must arrive in the PreprocessSettings that `preprocess` builds from the rule's argv
+def _data_stage_settings() -> list[tuple[str, type, str, Callable[[Commands, str], str]]]:
+    from pipeline_lib.data.apply_subword import ApplySettings
+    from pipeline_lib.data.binarize import BinarizeSettings
+    from pipeline_lib.data.learn_subword import LearnSettings
     from pipeline_lib.data.preprocess import PreprocessSettings
+
+    return [
+        ("preprocess", PreprocessSettings, "preprocess", lambda c, ds: c.preprocess(ds, 1)),
+        ("subword", LearnSettings, "learn-bpe", lambda c, ds: c.learn_bpe(ds, 1)),
+        ("subword", ApplySettings, "apply-bpe", lambda c, ds: c.apply_bpe(ds, 1)),
+        ("binarize", BinarizeSettings, "binarize", lambda c, ds: c.binarize(ds, 1)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "block, cls, stage, command", _data_stage_settings(), ids=lambda v: getattr(v, "__name__", None)
+)
+def test_every_data_stage_key_of_the_schema_reaches_the_stage_settings(block, cls, stage, command):
+    # each key of the dataset's block that the schema accepts (generated from the settings' fields)
+    # is set to a non-default value and must arrive in the settings the stage builds from the argv
+    import dataclasses
+
     from pipeline_lib.dataclass_cli import dataclass_from_args
 
-    keys = SCHEMA["properties"]["datasets"]["additionalProperties"]["properties"]["preprocess"]["properties"]
-    defaults = PreprocessSettings(in_dir=Path("a"), out_dir=Path("b"), src="en", tgt="fr")
-    for key, spec in keys.items():
+    keys = SCHEMA["properties"]["datasets"]["additionalProperties"]["properties"][block]["properties"]
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    own = [key for key in keys if key in defaults]
+    assert own, f"no {block} key is a field of {cls.__name__}"
+    for key in own:
         cfg = copy.deepcopy(DEMO)
         ds = next(iter(cfg["datasets"]))
-        value = _other_value(spec)
-        value = (not getattr(defaults, key)) if value == "flip" else value
-        if key == "clean_after":
-            value = "bpe"
-        cfg["datasets"][ds]["preprocess"] = {key: value}
-        settings = dataclass_from_args(
-            PreprocessSettings, parse("preprocess", Commands(plan_of(cfg)).preprocess(ds, 1))
-        )
+        value = _other_value(keys[key], defaults[key])
+        cfg["datasets"][ds][block] = {key: value}
+        settings = dataclass_from_args(cls, parse(stage, command(Commands(plan_of(cfg)), ds)))
         expected = tuple(value) if isinstance(value, list) else value
-        assert getattr(settings, key) == expected != getattr(defaults, key), key
+        assert getattr(settings, key) == expected != defaults[key], key
 
 
 def test_preprocess_switches_follow_the_config_and_omitted_keys_keep_the_stage_defaults():
