@@ -1,15 +1,16 @@
 """Schema validation of a workflow config: one error naming the offending key, defaults filled.
 
-The YAML schema holds every key except the hyperparameters: a mapping marked ``x-generated: <part>``
-gets the properties of :data:`GENERATED` ``<part>`` when the schema loads, each from its dataclass
-field's type, choices, bounds and help (pipeline_lib/field_spec.py), so a hyperparameter and its
-constraints are written once, beside the code that checks them again on the command line.
+The YAML schema holds every key except the hyperparameters and the stages' settings: a mapping marked
+``x-generated: <part>`` gets the properties of :data:`GENERATED` ``<part>`` when the schema loads, each
+from its dataclass field's type, choices, bounds and help (pipeline_lib/field_spec.py), so a setting
+and its constraints are written once, beside the code that checks them again on the command line.
+Likewise a node marked ``x-enum: <name>`` gets the names of the registry :data:`ENUMS` ``<name>``.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,30 @@ from pipeline_lib.data.apply_subword import ApplySettings
 from pipeline_lib.data.binarize import BinarizeSettings
 from pipeline_lib.data.learn_subword import LearnSettings
 from pipeline_lib.data.preprocess import PreprocessSettings
+from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, TED_RECIPES
 from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.field_spec import json_schema
-from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.config import HYBRID_RESIDUALS, INITS, PRESETS, ModelConfig
+from pipeline_lib.model.registry import residual_names
 from pipeline_lib.train.config import TrainConfig
 from pipeline_lib.workflow.bounded_yaml import check_expanded_size, shorten
 
 SCHEMA_FILE = Path("workflow") / "schemas" / "config.schema.yaml"
 MARKER = "x-generated"
+ENUM_MARKER = "x-enum"
+
+# name -> the registry whose names a node marked ``x-enum: <name>`` accepts (its ``enum``), so a
+# registered variant or recipe is offered by the schema without a hand-kept copy. Metric names stay
+# strings the metric registry checks: its messages say why ("cannot be tested").
+ENUMS: dict[str, Callable[[], Sequence[str]]] = {
+    "residual": residual_names,
+    "hybrid_residual": lambda: HYBRID_RESIDUALS,
+    "arch": lambda: tuple(PRESETS),
+    "init": lambda: INITS,
+    "download_recipe": lambda: (*RECIPES, *TED_RECIPES),
+    "mono_recipe": lambda: tuple(MONO_RECIPES),
+}
 
 # part -> (dataclass, the metadata key marking the fields that go in it)
 GENERATED: dict[str, list[tuple[type, str]]] = {
@@ -81,6 +97,13 @@ def _fill_generated(node: Any, where: str = "") -> None:
         return
     if not isinstance(node, dict):
         return
+    if ENUM_MARKER in node:
+        name = node.pop(ENUM_MARKER)
+        if name not in ENUMS:
+            raise ValueError(
+                f"{SCHEMA_FILE}: {where}: {ENUM_MARKER}: {name!r} is not one of {', '.join(ENUMS)}"
+            )
+        node["enum"] = list(ENUMS[name]())
     if MARKER in node:
         part = node.pop(MARKER)
         if part not in GENERATED:

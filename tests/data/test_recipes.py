@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from wmt_mirror import QUOTED_TEST_LINE, build, eval_pairs, serve
 
 from pipeline_lib.cli import main
@@ -26,9 +25,9 @@ from pipeline_lib.data.recipes import (
     url_path,
 )
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
 
 
 def test_every_wmt_archive_is_pinned_and_only_news_crawl_and_iwslt_are_not():
@@ -57,7 +56,7 @@ def test_every_url_is_https_including_sacrebleus_test_sets():
 
 
 def test_schema_lists_exactly_the_recipes():
-    ds = SCHEMA["properties"]["datasets"]["additionalProperties"]["properties"]
+    ds = load_schema(REPO / SCHEMA_FILE)["properties"]["datasets"]["additionalProperties"]["properties"]
     assert set(ds["recipe"]["enum"]) == set(RECIPES) | set(TED_RECIPES)
     mono_object = ds["mono"]["oneOf"][1]
     assert set(mono_object["properties"]["recipe"]["enum"]) == set(MONO_RECIPES)

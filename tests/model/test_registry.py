@@ -17,6 +17,7 @@ from pipeline_lib.model.registry import ResidualSpec, register, residual_names, 
 from pipeline_lib.model.residual import PostLNConnection, ResidualVariant
 from pipeline_lib.report.inputs import Run
 from pipeline_lib.report.tables import Significance, render_comparison
+from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -60,9 +61,17 @@ def test_a_variant_registered_alone_trains_and_reaches_the_tables(tmp_path: Path
     assert "Half-shortcut" in table, table
 
 
-def test_schema_offers_exactly_the_registered_variants():
-    assert tuple(SCHEMA["definitions"]["residual"]["enum"]) == residual_names()
-    experiments = SCHEMA["properties"]["experiments"]["additionalProperties"]["properties"]
+def test_schema_offers_exactly_the_registered_variants(half_shortcut):
+    # the YAML names the registry, never a copy of its names; the loaded schema lists them, and a
+    # variant registered before the schema loads (a user's plugin) among them
+    assert SCHEMA["definitions"]["residual"] == {
+        "description": "residual variant (pipeline_lib/model/registry.py)",
+        "x-enum": "residual",
+    }
+    loaded = load_schema(REPO / SCHEMA_FILE)
+    assert tuple(loaded["definitions"]["residual"]["enum"]) == residual_names()
+    assert half_shortcut.name in loaded["definitions"]["residual"]["enum"]
+    experiments = loaded["properties"]["experiments"]["additionalProperties"]["properties"]
     assert experiments["residual"] == {"$ref": "#/definitions/residual"}
     assert tuple(experiments["decoder_residual"]["enum"]) == HYBRID_RESIDUALS  # the layouts that mix
     methods = SCHEMA["properties"]["stability_map"]["properties"]["methods"]["items"]
