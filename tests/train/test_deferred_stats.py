@@ -209,20 +209,20 @@ def assert_same_fp16_run(plain: Path, deferred: Path, last_attempt_overflows: bo
 
 
 @pytest.mark.parametrize(
-    "flags",
+    "flags, last_attempt_overflows",
     [
-        ("--optimizer", "adam", "--max-update", "10"),
-        ("--optimizer", "radam", "--update-freq", "2", "--max-tokens", "100", "--clip-norm", "0.5",
-         "--max-update", "12"),
-        ("--optimizer", "adam", "--update-freq", "2", "--max-tokens", "100", "--max-update", "12"),
-        ("--optimizer", "radam", "--max-epoch", "6"),  # ends at an epoch end
+        (("--optimizer", "adam", "--max-update", "10"), True),
+        (("--optimizer", "radam", "--update-freq", "2", "--max-tokens", "100", "--clip-norm", "0.5",
+          "--max-update", "12"), False),
+        (("--optimizer", "adam", "--update-freq", "2", "--max-tokens", "100", "--max-update", "12"), False),
+        (("--optimizer", "radam", "--max-epoch", "6"), False),  # ends at an epoch end
     ],
 )  # fmt: skip
 def test_deferred_fairseq_fp16_gives_the_same_run(
-    bin_dir: Path, tmp_path: Path, flags: tuple[str, ...]
+    bin_dir: Path, tmp_path: Path, flags: tuple[str, ...], last_attempt_overflows: bool
 ) -> None:
     plain, deferred = run_both(bin_dir, tmp_path, *FAIRSEQ_FP16, *flags)
-    assert_same_fp16_run(plain, deferred, last_attempt_overflows="10" in flags)
+    assert_same_fp16_run(plain, deferred, last_attempt_overflows)
 
 
 @pytest.mark.parametrize(
@@ -230,8 +230,12 @@ def test_deferred_fairseq_fp16_gives_the_same_run(
     [
         # fairseq's stop: an overflow leaves the scale at the minimum
         (("--min-loss-scale", str(2**20)), "Minimum loss scale reached"),
-        # a scale stuck at its floor: 100 overflows in a row end the run
-        (("--threshold-loss-scale", str(2**23), "--fp16-scale-window", "16384"), "at its floor"),
+        # a scale stuck at its floor: 100 overflows in a row end the run (20 s: 2 x 100 attempts)
+        pytest.param(
+            ("--threshold-loss-scale", str(2**23), "--fp16-scale-window", "16384"),
+            "at its floor",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_deferred_fairseq_fp16_ends_at_the_minimum_scale_as_the_plain_run(
@@ -261,6 +265,23 @@ def test_deferred_amp_fp16_gives_the_same_run(
 ) -> None:
     plain, deferred = run_both(bin_dir, tmp_path, "--amp", "fp16", *flags)
     assert_same_fp16_run(plain, deferred)
+
+
+def test_deferred_amp_fp16_ends_when_the_scale_collapses_as_the_plain_run(
+    bin_dir: Path, tmp_path: Path, fp16_on_cpu: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two overflows take a GradScaler from 2^60 with a backoff of 2^-40 below the 1e-4 minimum
+    def collapsing(cfg: TrainConfig, device: torch.device) -> torch.amp.GradScaler:
+        return torch.amp.GradScaler(device.type, init_scale=2.0**60, backoff_factor=2.0**-40)
+
+    monkeypatch.setattr(trainer_module, "build_scaler", collapsing)
+    plain, deferred = run_both(bin_dir, tmp_path, "--amp", "fp16", "--max-update", "5")
+    status = json.loads((plain / "status.json").read_text())
+    assert status["status"] == "diverged" and status["criterion"] == "loss_scale"
+    assert json.loads((deferred / "status.json").read_text()) == status | {
+        "checkpoint": str(deferred / "checkpoint_last.pt")
+    }
+    assert records(deferred) == records(plain)
 
 
 @pytest.mark.parametrize("amp", ["fairseq_fp16", "fp16"])
