@@ -11,8 +11,9 @@ finish before ``--deadline`` is recorded as skipped, not started):
 1a. ``fp16_numerics`` (issue 50, ``bench/fp16_numerics.py``): fairseq_fp16 against fairseq ``--fp16``, the
    loss-scale sequences side by side, and an 18L-18L post-LN run without warm-up under each precision.
 1b. Issue 51 (:func:`card_steps`): 60L-12L Admin at 28,672 target tokens per GPU, the En-Fr recipe's
-   458,752 over 16 GPUs as a 141 GB card takes it in one batch, bf16, fp16 and with CUDA graphs
-   (``--compile-mode reduce-overhead``); the same job beside fairseq split as the authors split it
+   458,752 over 16 GPUs as a 141 GB card takes it in one batch, bf16, fp16, the recipe's fairseq_fp16
+   and both fp16 modes with ``--deferred-stats``, and with CUDA graphs (``--compile-mode
+   reduce-overhead``); the same job beside fairseq split as the authors split it
    (3,584 x 8, ``compare.py --fairseq-update-freq 8``; both post-LN, fairseq has no Admin); Big 6L-6L
    fp16; back-translation sampling (``--modes sample``) of 2,000 sentences with the Big model beside
    fairseq, with the hours for 21.8M sentences; the rate table rebuilt with this run's results
@@ -156,7 +157,8 @@ def card_steps() -> list[Step]:
     deep = [*LOOP, *BASE, "--encoder-layers", "60", "--decoder-layers", "12", "--residual", "admin",
             "--max-tokens", str(CARD_TOKENS), "--lengths", "20", "44", "--updates", "10", "--warmup", "4",
             "--json", "{json}"]  # fmt: skip
-    fp16 = ["--amp", "fp16"]  # the recipe's precision (argparse keeps the last --amp)
+    fp16 = ["--amp", "fp16"]  # autocast fp16 with torch's GradScaler (argparse keeps the last --amp)
+    recipe = ["--amp", "fairseq_fp16"]  # the En-Fr recipe's precision: fairseq's --fp16
     graphs = ["--compile", "--compile-mode", "reduce-overhead", "--pad-to-multiple", "8", "--warmup", "8"]
     authors = [cmp, *COMPARE, "--preset", "base", "--encoder-layers", "60", "--decoder-layers", "12",
                "--max-tokens", str(CARD_TOKENS), "--fairseq-update-freq", str(AUTHORS_SPLIT),
@@ -180,6 +182,12 @@ def card_steps() -> list[Step]:
     return [
         Step("enfr_60L12L_admin_card_bf16", [tt, *deep], 180, 45),
         Step("enfr_60L12L_admin_card_fp16", [tt, *deep, *fp16], 180, 45),
+        # --deferred-stats for the fp16 recipes: the same job with and without it, in both fp16 modes
+        Step("enfr_60L12L_admin_card_fairseq_fp16", [tt, *deep, *recipe], 180, 45),
+        Step(
+            "enfr_60L12L_admin_card_fairseq_fp16_deferred", [tt, *deep, *recipe, "--deferred-stats"], 180, 45
+        ),
+        Step("enfr_60L12L_admin_card_fp16_deferred", [tt, *deep, *fp16, "--deferred-stats"], 180, 45),
         Step("enfr_60L12L_admin_card_graphs", [tt, *deep, *graphs], 300, 120),
         Step("compare_60L12L_authors_shape", authors, 420, 200),
         Step("big_fp16", [tt, *big16], 90, 15),

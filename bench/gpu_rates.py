@@ -5,7 +5,7 @@
     python bench/gpu_rates.py --also /root/out   # a GPU run's fresh results too (bench/gpu_evidence.py)
 
 One row per measured training run of this trainer as the workflow runs it: no opt-in levers
-(``--deferred-stats`` cannot serve the fp16 recipes, ``--compile`` is off by default), no activation
+(``--deferred-stats`` and ``--compile`` are off by default), no activation
 checkpointing. A row keeps the card, the model's width and depths, the per-GPU ``max_tokens``, the
 precision, the measured target tokens/s (aggregate over the timed updates), the FLOPs per target
 token of that run and the matmul peak measured in the same run, whose ratio is the MFU that

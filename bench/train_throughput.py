@@ -70,7 +70,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    p.add_argument("--amp", choices=["none", "bf16", "fp16", "fairseq_fp16"], default="none")
     p.add_argument("--encoder-layers", type=int, default=6)
     p.add_argument("--decoder-layers", type=int, default=6)
     p.add_argument("--d-model", type=int, default=256)
@@ -211,7 +211,7 @@ def loop_result(
     flops = compare.train_flops_per_target_token(lengths[0], lengths[1], args.vocab, shape)
     result["flops_per_target_token"] = flops["flops_per_target_token"]
     if args.device == "cuda":
-        precision = {"none": "fp32"}.get(args.amp, args.amp)
+        precision = {"none": "fp32", "fairseq_fp16": "fp16"}.get(args.amp, args.amp)
         peak = compare.matmul_peak(args.threads, "cuda", precision)
         result["matmul_peak_gflops"] = peak
         result["gflops"] = aggregate * flops["flops_per_target_token"] / 1e9

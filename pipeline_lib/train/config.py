@@ -219,8 +219,8 @@ class TrainConfig:
         False,
         "read each update's loss and gradient norm after queuing the next update's forward and backward, "
         "so the host does not wait for the GPU within a step (same updates and checkpoints; a diverged "
-        "update is still caught before anything is saved). Not with --amp fp16, whose scaler decides on "
-        "the host",
+        "update is still caught before anything is saved). With fp16 the next update is queued as if this "
+        "one did not overflow; an overflow is taken back and the next forward and backward rerun",
         recipe=True,
         group=RUNTIME,
     )
@@ -327,11 +327,6 @@ class TrainConfig:
         if self.cpu_workers > 1 and self.compile:
             raise ConfigError(
                 "train.compile (--compile) runs micro-batches one at a time: drop --cpu-workers"
-            )
-        if self.deferred_stats and self.amp in ("fp16", "fairseq_fp16"):
-            raise ConfigError(
-                "train.deferred_stats (--deferred-stats) needs --amp bf16 or none: the fp16 loss scaler "
-                "reads every update's overflow flag on the host"
             )
         if self.compile_mode != "default" and not self.compile:
             raise ConfigError(f"train.compile_mode={self.compile_mode} (--compile-mode) needs --compile")

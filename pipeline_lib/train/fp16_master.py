@@ -57,10 +57,14 @@ class FP16MasterWeights:
         self.scaler.update_scale(overflow)
         if not overflow:
             optimizer.step()
-            with torch.no_grad():
-                torch._foreach_copy_(self.model_params, self.masters)
+            self.copy_to_model()
         self.zero_grad()
         return not overflow
+
+    def copy_to_model(self) -> None:
+        """The masters, rounded, into the fp16 model (fp16_optimizer.py:166-168)."""
+        with torch.no_grad():
+            torch._foreach_copy_(self.model_params, self.masters)
 
     def zero_grad(self) -> None:
         for p in self.model_params:

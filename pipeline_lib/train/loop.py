@@ -12,11 +12,13 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipeline_lib.checkpoint import LAST
 from pipeline_lib.divergence.rule import Verdict
 from pipeline_lib.errors import CheckpointError
+from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.loss import ppl
 from pipeline_lib.train.pending_update import JudgedUpdate, PendingUpdate, UpdateInfo
 from pipeline_lib.train.progress import LN2, ProgressLines, Tee, open_console, planned_updates, resolve_mode
@@ -96,20 +98,16 @@ class TrainingLoop:
                 )
                 update = UpdateInfo(len(chunk), sum(len(idx) for idx in chunk), total_tokens)
                 if stopping:
-                    outcome = judge(pending.read()) if pending is not None else None
+                    outcome = judge(t.updater.conclude(pending)) if pending is not None else None
                     return outcome or self._preempt(bar)
                 if not cfg.deferred_stats:
                     outcome = judge(JudgedUpdate(update, *t.train_step(local, total_tokens)))
                 else:
-                    loss_acc, nll_acc = t.accumulate_gradients(
-                        local, total_tokens, t.num_updates + (pending is not None)
-                    )
-                    outcome = judge(pending.read()) if pending is not None else None
-                    pending = PendingUpdate(update, t.updater.step_without_reading(loss_acc, nll_acc))
+                    outcome, pending = self._deferred_update(local, update, pending, judge)
                 if outcome is not None:
                     return outcome
             if pending is not None:
-                outcome, pending = judge(pending.read()), None
+                outcome, pending = judge(t.updater.conclude(pending)), None
                 if outcome is not None:
                     return outcome
             if bar is not None:
@@ -136,6 +134,30 @@ class TrainingLoop:
             )
             return Outcome("diverged", t.num_updates, t.epoch_reached(), verdict.reason, verdict.criterion)
         return Outcome("completed", t.num_updates, t.epoch_reached())
+
+    def _deferred_update(
+        self,
+        local: list[Batch],
+        update: UpdateInfo,
+        pending: PendingUpdate | None,
+        judge: Callable[[JudgedUpdate], Outcome | None],
+    ) -> tuple[Outcome | None, PendingUpdate | None]:
+        """--deferred-stats: queue this update's forward and backward, judge the pending one, then step
+        this one, unread. The forward/backward is queued as if the pending update stepped (with fp16
+        it may not have: then it runs again, with the seed and loss scale that the skip gives it)."""
+        t, updater = self.trainer, self.trainer.updater
+        unjudged = pending is not None
+        loss_acc, nll_acc = updater.accumulate_gradients(
+            local, update.total_tokens, t.num_updates + unjudged, unjudged
+        )
+        if pending is not None:
+            judged = updater.conclude(pending)
+            outcome = judge(judged)
+            if outcome is not None:
+                return outcome, None
+            if not judged.stepped:
+                loss_acc, nll_acc = updater.replay(local, update.total_tokens, t.num_updates)
+        return None, PendingUpdate(update, updater.step_without_reading(loss_acc, nll_acc))
 
     def _done(self, pending: PendingUpdate | None = None) -> bool:
         t, cfg = self.trainer, self.cfg

@@ -21,6 +21,7 @@ never reached: fairseq would skip every update from then on.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -76,6 +77,13 @@ class DynamicLossScaler:
             self.loss_scale *= self.scale_factor
             self._last_rescale_iter = self._iter
         self._iter += 1
+
+    def scale_after_clean_update(self) -> float:
+        """The scale the next attempt uses if the one being judged does not overflow (--deferred-stats
+        queues the next backward before it knows)."""
+        ahead = copy.copy(self)
+        ahead.update_scale(False)
+        return ahead.loss_scale
 
     def _decrease(self) -> None:
         self.loss_scale /= self.scale_factor

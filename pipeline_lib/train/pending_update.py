@@ -3,6 +3,11 @@
 ``train --deferred-stats`` reads update k's loss and gradient norm only after it has queued update
 k+1's forward and backward, so the host never waits on the GPU inside a step: the copy goes to pinned
 memory behind an event, and ``read`` waits for that event alone, which finished long before.
+
+With a loss scaler (``--amp fp16`` / ``fairseq_fp16``) the next update is queued as if update k did not
+overflow (its dropout seed and, for fairseq's scaler, its loss scale follow from that); when k turns
+out to have overflowed, its step is taken back (step_undo.py) and the next update's forward and backward
+run again with the synchronous path's seed and scale: one extra forward/backward per overflow.
 """
 
 from __future__ import annotations
@@ -52,11 +57,8 @@ class JudgedUpdate:
 
 @dataclass(frozen=True)
 class PendingUpdate:
-    """--deferred-stats: an update that has stepped and not been judged yet."""
+    """--deferred-stats: an update that has stepped and not been judged yet (``Updater.conclude``
+    judges it; with fp16 an overflow found then takes the step back)."""
 
     update: UpdateInfo
-    stats: HostStats
-
-    def read(self) -> JudgedUpdate:
-        loss_sum, nll_sum, gnorm = self.stats.read()
-        return JudgedUpdate(self.update, loss_sum, nll_sum, gnorm, stepped=True)
+    stats: HostStats  # loss_sum, nll_sum, gnorm[, --amp fp16: found_inf, the scale after its update]

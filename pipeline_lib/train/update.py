@@ -27,8 +27,10 @@ from pipeline_lib.train.collectives import Ranks
 from pipeline_lib.train.config import TrainConfig
 from pipeline_lib.train.fp16_master import FP16MasterWeights
 from pipeline_lib.train.loss import label_smoothed_nll_loss, output_layer_loss
-from pipeline_lib.train.pending_update import HostStats
+from pipeline_lib.train.loss_scaler import has_overflow
+from pipeline_lib.train.pending_update import HostStats, JudgedUpdate, PendingUpdate
 from pipeline_lib.train.run_state import update_seed
+from pipeline_lib.train.step_undo import StepUndo
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
@@ -61,6 +63,11 @@ class Updater:
         self.amp_dtype = amp_dtype
         self.chunked_loss = chunked_loss
         self.ddp: nn.Module = model  # the DDP wrapper once wrap_ddp() has run
+        # --deferred-stats with a loss scaler: each step is taken with a copy to undo it on overflow
+        self.undo: StepUndo | None = None
+        if cfg.deferred_stats and cfg.amp in ("fp16", "fairseq_fp16"):
+            self.undo = StepUndo(optimizer, fp16_master.masters if fp16_master is not None else params)
+        self._judged_scale: float | None = None  # --amp fp16 deferred: the scale read with the stats
 
     def wrap_ddp(self) -> None:
         if self.ranks.distributed and self.ddp is self.model:
@@ -98,11 +105,12 @@ class Updater:
         return label_smoothed_nll_loss(logits, batch.target, self.cfg.label_smoothing, self.ctx.pad)
 
     def accumulate_gradients(
-        self, batches: list[Batch], total_tokens: float, update: int
+        self, batches: list[Batch], total_tokens: float, update: int, unjudged: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Forward/backward over this rank's micro-batches; leaves per-target-token gradients in .grad.
         Returns this rank's (loss_sum, nll_sum) in nats. ``update`` (the updates done, or with
-        --deferred-stats the update still being judged counted too) seeds dropout."""
+        --deferred-stats the update still being judged counted too) seeds dropout; ``unjudged``: an
+        update is still being judged, and fairseq's loss scale is the one it leaves if it steps."""
         rank, world = self.ranks.rank, self.ranks.world
         torch.manual_seed(update_seed(self.cfg.seed, update, rank))
         self.ddp.train()
@@ -111,7 +119,9 @@ class Updater:
         if self.fp16_master is not None:
             # fairseq backpropagates the summed loss times the loss scale and normalises the fp32 copies
             # (its gradients' magnitude in fp16, hence its overflows, depend on it)
-            self._grad_multiplier, scale = scale, self.fp16_master.loss_scale
+            scaler = self.fp16_master.scaler
+            self._grad_multiplier = scale
+            scale = scaler.scale_after_clean_update() if unjudged else scaler.loss_scale
         if self.cfg.cpu_workers > 1:
             return self._accumulate_in_threads(batches, scale, update)
         loss_acc = torch.zeros((), device=self.device)
@@ -188,11 +198,54 @@ class Updater:
     def step_without_reading(self, loss_acc: Tensor, nll_acc: Tensor) -> HostStats:
         """--deferred-stats: the optimizer step, with the statistics left for later. The step is not
         gated on finite values: without fp16, a non-finite update is a divergence, which ends the run
-        when it is read, one update later, before anything is saved or validated."""
+        when it is read, one update later, before anything is saved or validated; with fp16, an
+        overflow read by :meth:`conclude` takes the step back."""
         stats = self.unscale_and_clip(loss_acc, nll_acc)
+        if self.undo is not None:
+            self.undo.take()
         self.optimizer.step()
+        if self.fp16_master is not None:
+            self.fp16_master.copy_to_model()
+            self.fp16_master.zero_grad()
+        elif self.cfg.amp == "fp16":
+            # the scaler's own overflow flag (what its step() reads on the host) and the scale its
+            # update() leaves, both on the device: the next backward already uses that scale
+            state = self.scaler._per_optimizer_states[id(self.optimizer)]
+            found_inf = sum(state["found_inf_per_device"].values())
+            self.scaler.update()
+            scale = self.scaler._get_scale_async()
+            assert isinstance(found_inf, Tensor) and scale is not None
+            stats = torch.cat([stats, found_inf.double().reshape(1), scale.double().reshape(1)])
         self.optimizer.zero_grad(set_to_none=True)
         return HostStats.copy_from(stats)
+
+    def conclude(self, pending: PendingUpdate) -> JudgedUpdate:
+        """--deferred-stats: read a stepped update's statistics and judge it as :meth:`train_step`
+        would have: with fp16 an overflow updates the scaler as the synchronous path does and takes the
+        step back."""
+        values = pending.stats.read()
+        loss_sum, nll_sum, gnorm = values[:3]
+        stepped = True
+        if self.fp16_master is not None:
+            overflow = has_overflow(gnorm)
+            self.fp16_master.scaler.update_scale(overflow)
+            stepped = not overflow
+        elif self.cfg.amp == "fp16":
+            stepped, self._judged_scale = values[3] == 0, values[4]
+        if not stepped:
+            assert self.undo is not None
+            self.undo.restore()
+            if self.fp16_master is not None:
+                self.fp16_master.copy_to_model()
+        return JudgedUpdate(pending.update, loss_sum, nll_sum, gnorm, stepped)
+
+    def replay(self, batches: list[Batch], total_tokens: float, update: int) -> tuple[Tensor, Tensor]:
+        """--deferred-stats: the forward/backward queued after an update that turned out to overflow,
+        again, with the seed and loss scale the synchronous path gives it (the update count did not
+        advance, the scale fell)."""
+        for p in self.params:
+            p.grad = None
+        return self.accumulate_gradients(batches, total_tokens, update)
 
     def train_step(
         self, batches: list[Batch], total_tokens: float, update: int
@@ -220,4 +273,8 @@ class Updater:
         """The loss scale of the fp16 modes (after this update's rescale), else None."""
         if self.fp16_master is not None:
             return self.fp16_master.loss_scale
-        return self.scaler.get_scale() if self.cfg.amp == "fp16" else None
+        if self.cfg.amp != "fp16":
+            return None
+        if self.cfg.deferred_stats and self._judged_scale is not None:
+            return self._judged_scale  # read with the judged update's statistics: no host wait
+        return self.scaler.get_scale()

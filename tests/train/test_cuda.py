@@ -9,6 +9,7 @@ import json
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,11 @@ from pipeline_lib.cli import main
 from pipeline_lib.data.indexed import ParallelCorpus
 from pipeline_lib.decode.search import SearchConfig
 from pipeline_lib.decode.translator import translate
+from tests.train.test_deferred_stats import (  # noqa: F401 (a fixture, by name)
+    assert_same_fp16_run,
+    overflowing_grad_scaler,
+    step_sequence,
+)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -139,6 +145,50 @@ def test_deferred_stats_and_compile_on_the_gpu(bin_dir: Path, tmp_path: Path) ->
         runs[name] = [r["loss"] for r in read_log(tmp_path / name)]
     assert runs["deferred"] == runs["plain"] and len(runs["plain"]) == 12
     assert runs["compiled"] == pytest.approx(runs["plain"], rel=2e-2)
+
+
+@pytest.mark.usefixtures("overflowing_grad_scaler")
+@pytest.mark.parametrize("amp", ["fp16", "fairseq_fp16"])
+def test_deferred_fp16_on_the_gpu_gives_the_plain_run(bin_dir: Path, tmp_path: Path, amp: str) -> None:
+    """--deferred-stats with a loss scaler: overflows planted at the start (a scale of 2^24) and mid-run
+    (a short growth window) are taken back and their next forward/backward rerun; every update's loss,
+    gradient norm, scale and overflow count, and every checkpoint (weights, optimizer, scaler) equal
+    the plain run's, dropout on."""
+    flags = ("--max-update", "12", "--amp", amp, "--dropout", "0.1", "--weight-decay", "0.01",
+             "--save-interval-updates", "3")  # fmt: skip
+    if amp == "fairseq_fp16":
+        flags += ("--fp16-init-scale", str(2**24), "--fp16-scale-window", "4")
+    plain, deferred = tmp_path / "plain", tmp_path / "deferred"
+    assert main(gpu_args(bin_dir, plain, *flags)) == 0
+    assert main(gpu_args(bin_dir, deferred, *flags, "--deferred-stats")) == 0
+    assert_same_fp16_run(plain, deferred)
+
+
+@pytest.mark.usefixtures("overflowing_grad_scaler")
+@pytest.mark.parametrize("amp", ["fp16", "fairseq_fp16"])
+def test_deferred_fp16_on_the_gpu_waits_for_it_less(bin_dir: Path, tmp_path: Path, amp: str) -> None:
+    """Host reads in the training steps, as on the CPU (the statistics' alone, one per attempt), and the
+    synchronising CUDA calls torch's sync debug mode reports over the whole run (steps, the final
+    validation and checkpoint): deferred, at least one fewer per update attempt than plain."""
+    flags = ("--device", "cuda", "--amp", amp, "--max-tokens", "40")
+    if amp == "fairseq_fp16":
+        flags += ("--fp16-init-scale", str(2**20))
+    syncs, attempts = {}, 0
+    for name, extra in (("plain", ()), ("deferred", ("--deferred-stats",))):
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                sequence, reads = step_sequence(bin_dir, tmp_path / name, *flags, *extra)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        syncs[name] = sum("synchronizing" in str(w.message) for w in caught)
+        attempts = attempts or sequence.count("F")
+    assert set(reads) == {("pending_update.py", "read")} and len(reads) == attempts
+    print(
+        f"{amp}: {attempts} attempts; synchronising calls plain {syncs['plain']}, deferred {syncs['deferred']}"
+    )
+    assert syncs["deferred"] <= syncs["plain"] - attempts
 
 
 def test_cuda_graphs_follow_eager(bin_dir: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import torch
 from train_fixtures import make_bin_dir, read_log, train_args
 
 from pipeline_lib.checkpoint import load_checkpoint
+from tests.train.test_deferred_stats import assert_same_checkpoint, records
 
 WORKER = str(Path(__file__).parents[1] / "helpers" / "train_ddp_worker.py")
 
@@ -67,3 +68,22 @@ def test_ddp_training_run_matches_single_process(tmp_path: Path) -> None:
     y = load_checkpoint(tmp_path / "two" / "checkpoint_last.pt")["model"]
     for k in x:
         torch.testing.assert_close(y[k], x[k], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_ddp_deferred_fp16_takes_back_the_same_overflows(tmp_path: Path) -> None:
+    """fairseq_fp16 over two ranks with overflows at the start and mid-run: --deferred-stats takes each
+    back and reruns the next forward/backward on both ranks alike, giving the plain run's log and
+    checkpoint bit for bit."""
+    bin_dir = make_bin_dir(tmp_path)
+    common = ("--max-update", "8", "--amp", "fairseq_fp16", "--fp16-init-scale", str(2**24),
+              "--fp16-scale-window", "4", "--dropout", "0.1")  # fmt: skip
+    for name, extra in (("plain", ()), ("deferred", ("--deferred-stats",))):
+        run(torchrun("-m", "pipeline_lib", *train_args(bin_dir, tmp_path / name, *common, *extra)))
+    plain, deferred = records(tmp_path / "plain"), records(tmp_path / "deferred")
+    assert deferred == plain
+    overflows = [r["overflows"] for r in plain if r["kind"] == "train"]
+    assert overflows[0] >= 3 and sum(overflows[1:]) >= 1, overflows
+    assert_same_checkpoint(
+        tmp_path / "plain" / "checkpoint_last.pt", tmp_path / "deferred" / "checkpoint_last.pt"
+    )

@@ -59,3 +59,16 @@ def test_state_round_trip_continues_the_same_sequence() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="scale_window"):
         DynamicLossScaler(128, scale_window=0)
+
+
+def test_the_scale_after_a_clean_update_is_predicted_without_changing_the_scaler() -> None:
+    # --deferred-stats queues the next backward before the pending attempt is judged
+    scaler = DynamicLossScaler(128, scale_window=4, tolerance=0.5)
+    for c in "..x.x.....":
+        state = scaler.state_dict()
+        predicted = scaler.scale_after_clean_update()
+        assert scaler.state_dict() == state
+        scaler.update_scale(False)
+        assert scaler.loss_scale == predicted
+        scaler.load_state_dict(state)
+        scaler.update_scale(c == "x")
