@@ -142,8 +142,8 @@ def main() -> None:
 
         def update(i: int) -> int:
             batch = train.collate(plan[i]).to(device)
-            trainer.train_step([batch], float(batch.ntokens))
-            trainer.num_updates += 1
+            trainer.updater.train_step([batch], float(batch.ntokens), trainer.position.num_updates)
+            trainer.position.num_updates += 1
             return batch.ntokens
 
         rates, tokens = [], []

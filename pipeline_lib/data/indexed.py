@@ -20,12 +20,10 @@ A binarized directory (written by ``python -m pipeline_lib binarize``) holds ``v
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -248,14 +246,3 @@ class ParallelCorpus:
     @property
     def tgt_sizes(self) -> np.ndarray:
         return self.tgt.sizes
-
-
-def load_meta(bin_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``meta.json`` of a binarized directory."""
-    path = Path(bin_dir) / "meta.json"
-    if not path.is_file():
-        raise InputError(f"{path}: binarized metadata not found (run `python -m pipeline_lib binarize`)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc

@@ -18,6 +18,7 @@ without digests (hand-made test data) none.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -66,10 +67,19 @@ def verify_split(bin_dir: str | os.PathLike[str], split: str, lang: str, meta: d
 
 def verify_split_dir(bin_dir: str | os.PathLike[str], split: str, langs: tuple[str, ...]) -> None:
     """:func:`verify_split` for each of ``langs``, reading ``meta.json`` (none: nothing to check)."""
-    from pipeline_lib.data.indexed import load_meta
-
     if not (Path(bin_dir) / "meta.json").is_file():
         return
     meta = load_meta(bin_dir)
     for lang in langs:
         verify_split(bin_dir, split, lang, meta)
+
+
+def load_meta(bin_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``meta.json`` of a binarized directory."""
+    path = Path(bin_dir) / "meta.json"
+    if not path.is_file():
+        raise InputError(f"{path}: binarized metadata not found (run `python -m pipeline_lib binarize`)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc

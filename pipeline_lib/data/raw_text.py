@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_lib.data import moses, subword
-from pipeline_lib.data.indexed import load_meta
+from pipeline_lib.data.integrity import load_meta
 from pipeline_lib.errors import ConfigError
 
 TEXT_RECIPE_FORMAT = "deepnmt-text/1"

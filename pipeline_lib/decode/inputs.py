@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline_lib.data.indexed import IndexedDataset, dataset_exists, load_meta, split_prefix
-from pipeline_lib.data.integrity import verify_split
+from pipeline_lib.data.indexed import IndexedDataset, dataset_exists, split_prefix
+from pipeline_lib.data.integrity import load_meta, verify_split
 from pipeline_lib.data.textio import count_lines, decode_line, read_lines
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.errors import CheckpointError, ConfigError, InputError

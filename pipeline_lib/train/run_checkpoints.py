@@ -11,6 +11,8 @@ resumes from its newest position, not its best).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from pipeline_lib.errors import CheckpointError
 from pipeline_lib.model.admin import AdminProfile
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.train.config import TRAJECTORY_KEYS, TrainConfig
+from pipeline_lib.train.position import Position
 
 
 def save_run_checkpoint(
@@ -54,6 +57,32 @@ BEST = "checkpoint_best.pt"
 
 def save_best_checkpoint(state: dict[str, Any], save_dir: Path) -> None:
     save_checkpoint(state, save_dir / BEST)
+
+
+@dataclass
+class RunSaver:
+    """The run's saves, as the loop asks for them (rank 0 writes; the others do nothing)."""
+
+    state: Callable[[], dict[str, Any]]  # the checkpoint's contents now
+    save_dir: Path
+    cfg: TrainConfig
+    position: Position
+    is_main: bool
+
+    @property
+    def last(self) -> Path:
+        return self.save_dir / LAST
+
+    def save(self, epoch_end: bool = False) -> None:
+        """checkpoint_last.pt always; checkpoint{epoch}.pt at an epoch end; interval files when asked."""
+        if self.is_main:
+            pos = self.position
+            save_run_checkpoint(self.state(), self.save_dir, self.cfg, pos.epoch, pos.num_updates, epoch_end)
+
+    def save_best(self) -> None:
+        """checkpoint_best.pt: the weights of the lowest dev loss so far."""
+        if self.is_main:
+            save_best_checkpoint(self.state(), self.save_dir)
 
 
 def check_resumable(

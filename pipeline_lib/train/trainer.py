@@ -14,9 +14,10 @@ What a run shows while it runs (rank 0): train_log.jsonl (run_log.py), the same 
 event files in {save_dir}/tensorboard/ (tensorboard_log.py), and --progress lines (progress.py).
 
 The jobs, one module each (as fairseq splits trainer.py, checkpoint_utils.py and fairseq_cli/train.py):
-build.py (device, model, optimizer, schedule, scaler), update.py (one update), run_checkpoints.py
-(which files a save writes and keeps; may a checkpoint be resumed), validation.py, loop.py (the loop).
-This class holds the run's state and starts, resumes and concludes a run.
+build.py (device, model, optimizer, schedule, scaler), update.py (one update), position.py (where the
+run is), run_checkpoints.py (which files a save writes and keeps; may a checkpoint be resumed),
+validation.py, loop.py (the loop, handed the updater, schedule and saver: it imports nothing of this
+module). This class builds a run's parts, saves and restores its state, and starts and concludes it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from pipeline_lib.model.admin import resolve_profile
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.model.transformer import TransformerModel
 from pipeline_lib.run_lock import RunDirLock
-from pipeline_lib.train.batching import Batch
 from pipeline_lib.train.build import (
     AMP_DTYPES,
     Context,
@@ -50,7 +50,8 @@ from pipeline_lib.train.collectives import Ranks
 from pipeline_lib.train.config import TrainConfig
 from pipeline_lib.train.distributed_env import DistributedEnv
 from pipeline_lib.train.loop import TrainingLoop
-from pipeline_lib.train.run_checkpoints import check_resumable, save_best_checkpoint, save_run_checkpoint
+from pipeline_lib.train.position import Position
+from pipeline_lib.train.run_checkpoints import RunSaver, check_resumable
 from pipeline_lib.train.run_log import LOG_FILE, STATUS_FILE, JsonlLog, read_status, write_status
 from pipeline_lib.train.run_state import EXIT_PREEMPTED, Outcome, StopSignal
 from pipeline_lib.train.split_data import SplitData
@@ -89,13 +90,8 @@ class Trainer:
             cfg, ctx, self.model, params, self.optimizer, self.scaler, self.ranks, amp_dtype, chunked_loss,
             self.fp16_master,
         )  # fmt: skip
-        # Where the run is: updates done, and the data iterator's (epoch, batch index).
-        self.num_updates = 0
-        self.epoch = 1
-        self.batch_index = 0
-        # The epoch's batch count; a checkpoint's, when it differs (resumed on another split of the same
-        # tokens per update), maps batch_index to the same share of the epoch (loop.resume_position).
-        self.plan_length: int | None = None
+        self.position = Position()  # where the run is; the loop moves it
+        self.saver = RunSaver(self.state_dict, self.save_dir, cfg, self.position, self.is_main)
         self.divergence = DivergenceMonitor(
             cfg.divergence_threshold,
             cfg.divergence_window,
@@ -104,28 +100,6 @@ class Trainer:
             fairseq_scaler=self.fp16_master.scaler if self.fp16_master else None,
             min_loss_scale=cfg.min_loss_scale,
         )
-
-    # ----------------------------------------------------------------------------- one update
-    def train_step(self, batches: list[Batch], total_tokens: float) -> tuple[float, float, float, bool]:
-        """One update (see Updater.train_step); dropout is seeded from the updates done."""
-        return self.updater.train_step(batches, total_tokens, self.num_updates)
-
-    def accumulate_gradients(
-        self, batches: list[Batch], total_tokens: float, update: int | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Forward/backward only; ``update`` (default: the updates done) seeds dropout."""
-        return self.updater.accumulate_gradients(
-            batches, total_tokens, self.num_updates if update is None else update
-        )
-
-    def _unscale_and_clip(self, loss_acc: Tensor, nll_acc: Tensor) -> Tensor:
-        return self.updater.unscale_and_clip(loss_acc, nll_acc)
-
-    def _all_reduce(self, values: list[float]) -> list[float]:
-        return self.ranks.all_reduce(values)
-
-    def wrap_ddp(self) -> None:
-        self.updater.wrap_ddp()
 
     # ----------------------------------------------------------------------------- state
     def _load_data(self) -> tuple[SplitData, SplitData]:
@@ -136,10 +110,6 @@ class Trainer:
             pad=ctx.pad, bos=ctx.bos, eos=ctx.eos, pad_to_multiple=cfg.pad_to_multiple,
         )  # fmt: skip
         return SplitData(split=cfg.train_subset, **common), SplitData(split=cfg.valid_subset, **common)
-
-    def epoch_reached(self) -> int:
-        """The epoch in progress, or the last finished one when sitting at an epoch boundary."""
-        return self.epoch - 1 if self.batch_index == 0 else self.epoch
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -152,16 +122,12 @@ class Trainer:
                 "tgt_lang": self.cfg.target_lang,
             },
             "train_config": self.cfg.to_dict(),
-            "num_updates": self.num_updates,
-            "epoch": self.epoch_reached(),
+            "num_updates": self.position.num_updates,
+            "epoch": self.position.epoch_reached(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.schedule.state_dict(),
             "scaler": (self.fp16_master.scaler if self.fp16_master else self.scaler).state_dict(),
-            "iterator": {
-                "epoch": self.epoch,
-                "batch_index": self.batch_index,
-                "plan_length": self.plan_length,
-            },
+            "iterator": self.position.iterator_state(),
             "trainer": {**self.divergence.state(), "world_size": self.world},
             "admin_profile": self.admin_profile.to_json() if self.admin_profile is not None else None,
             "status": "ok",
@@ -181,24 +147,9 @@ class Trainer:
         else:
             self.scaler.load_state_dict(state["scaler"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.num_updates = int(state["num_updates"])
+        self.position.restore(state["num_updates"], state["iterator"])
         self.schedule.load_state_dict(state["scheduler"])
-        self.epoch = int(state["iterator"]["epoch"])
-        self.batch_index = int(state["iterator"]["batch_index"])
-        self.plan_length = state["iterator"].get("plan_length")
         self.divergence.restore(state.get("trainer", {}))
-
-    def save_best(self) -> None:
-        """checkpoint_best.pt: the weights of the lowest dev loss so far (run_checkpoints.py)."""
-        if self.is_main:
-            save_best_checkpoint(self.state_dict(), self.save_dir)
-
-    def save(self, epoch_end: bool = False) -> None:
-        """checkpoint_last.pt always; checkpoint{epoch}.pt at an epoch end; interval files when asked."""
-        if self.is_main:
-            save_run_checkpoint(
-                self.state_dict(), self.save_dir, self.cfg, self.epoch, self.num_updates, epoch_end
-            )
 
     # ----------------------------------------------------------------------------- a run
     def run(self) -> Outcome:
@@ -241,12 +192,13 @@ class Trainer:
         if found is not None:
             state, path = found
             self.load_state_dict(state, path)
-            run_log.truncate_after(self.num_updates)
+            pos = self.position
+            run_log.truncate_after(pos.num_updates)
             run_log.write(
-                {"kind": "resume", "update": self.num_updates, "epoch": self.epoch, "checkpoint": str(path)}
+                {"kind": "resume", "update": pos.num_updates, "epoch": pos.epoch, "checkpoint": str(path)}
             )
             print(
-                f"resuming from {path}: update {self.num_updates}, epoch {self.epoch}, batch {self.batch_index}",
+                f"resuming from {path}: update {pos.num_updates}, epoch {pos.epoch}, batch {pos.batch_index}",
                 file=sys.stderr,
             )
         elif self.is_main:
@@ -256,16 +208,23 @@ class Trainer:
                 "parameters": self.model.num_parameters(), "world_size": self.world,
                 "train_pairs": len(train_data), "train_skipped": train_data.dropped, "valid_pairs": len(valid_data),
             })  # fmt: skip
-        resumed_at = self.num_updates if found is not None else None
+        resumed_at = self.position.num_updates if found is not None else None
         tb = TensorBoardLog(self.save_dir, self.is_main, resume_update=resumed_at)
         if self.is_main and status is not None and status.get("status") == "preempted":
             (self.save_dir / STATUS_FILE).unlink(missing_ok=True)
-        self.wrap_ddp()
-        best = BestLoss.from_records(run_log.records(self.num_updates)) if found is not None else None
+        self.updater.wrap_ddp()
+        best = (
+            BestLoss.from_records(run_log.records(self.position.num_updates)) if found is not None else None
+        )
         validation = Validation(self.updater, valid_data, cfg.seed, run_log, tb, best)
         try:
             with StopSignal() as stop:
-                outcome = TrainingLoop(self, train_data, validation, run_log, tb).run(stop)
+                loop = TrainingLoop(
+                    cfg, position=self.position, updater=self.updater, schedule=self.schedule,
+                    divergence=self.divergence, saver=self.saver, train_data=train_data,
+                    validation=validation, log=run_log, tb=tb,
+                )  # fmt: skip
+                outcome = loop.run(stop)
         finally:
             run_log.close()
             tb.close()

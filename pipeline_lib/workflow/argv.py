@@ -16,7 +16,6 @@ from pipeline_lib.data.learn_subword import LearnSettings
 from pipeline_lib.data.preprocess import PreprocessSettings
 from pipeline_lib.dataclass_cli import config_argv, marked_fields
 from pipeline_lib.evaluate.metric_registry import compound_split_metrics, metric_spec
-from pipeline_lib.model.config import model_recipe_pairs
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.report.table_registry import instances
 from pipeline_lib.train.config import recipe_fields
@@ -208,34 +207,12 @@ class Commands:
         )
 
     # ------------------------------------------------------------------ models
-    def model(self, name: str) -> Pairs:
-        exp = self.plan.experiments[name]
-        width = self.plan.width(name)
-        rec = self.plan.recipe(name)
-        return [
-            ("arch", width["arch"]),
-            ("d-model", width.get("d_model")),
-            ("ffn-dim", width.get("ffn_dim")),
-            ("heads", width.get("heads")),
-            ("encoder-layers", exp["encoder_layers"]),
-            ("decoder-layers", exp["decoder_layers"]),
-            ("residual", exp["residual"]),
-            ("decoder-residual", exp.get("decoder_residual")),
-            ("dlcl-norm", exp.get("dlcl_norm")),
-            ("init", exp.get("init", "xavier")),
-            *model_recipe_pairs(rec),
-        ]
-
-    def _data(self, name: str) -> Pairs:
-        src, tgt = self.plan.exp_langs(name)
-        return [("data", self.plan.bin_dir(name)), ("source-lang", src), ("target-lang", tgt)]
-
     def train(self, name: str, threads: int | None = None) -> str:
         """The model flags, every recipe setting the train CLI takes, and the run's own paths."""
         exp = self.plan.experiments[name]
         profiled = needs_profile(exp["residual"])
         pairs = [
-            *self._data(name),
+            *self.plan.data_pairs(name),
             ("save-dir", self.plan.exp_dir(name)),
             *recipe_pairs(self.plan.train_recipe(name), recipe_fields()),  # max_tokens etc. for the card
             ("seed", exp.get("seed", 1)),
@@ -243,22 +220,12 @@ class Commands:
             ("num-threads", threads),
             ("progress", "lines"),
         ]
-        return flags([*self.model(name), *pairs])
+        return flags([*self.plan.model_pairs(name), *pairs])
 
     def profile(self, name: str, with_output: bool = True) -> str:
-        """The profiling command; the recipe's profile_seed (shared profiles) replaces the run's seed."""
-        rec = self.plan.recipe(name)
-        seed = rec.get("profile_seed", self.plan.experiments[name].get("seed", 1))
-        pairs = [
-            *self._data(name),
-            ("max-tokens", min(rec.get("profile_max_tokens", rec["max_tokens"]), 8192)),
-            ("seed", seed),
-            ("label-smoothing", rec.get("label_smoothing")),
-            ("closed-form", bool(rec.get("admin_closed_form"))),
-            ("recursion", None if rec.get("admin_closed_form") else rec.get("admin_recursion", "reference")),
-            ("output", self.plan.admin_profile(name) if with_output else None),
-        ]
-        return flags([*self.model(name), *pairs])
+        """The profiling command (Plan.profile_pairs: the recipe's profile_seed replaces the run's)."""
+        output = [("output", self.plan.admin_profile(name))] if with_output else []
+        return flags([*self.plan.model_pairs(name), *self.plan.profile_pairs(name), *output])
 
     def average(self, name: str) -> str:
         rec = self.plan.recipe(name)

@@ -3,6 +3,7 @@ significance sets, the report spec and the final targets. Pure functions of the 
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Iterable
@@ -11,7 +12,7 @@ from typing import Any
 
 from pipeline_lib.divergence.rule import describe_rule
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
-from pipeline_lib.model.config import model_recipe_defaults
+from pipeline_lib.model.config import model_recipe_defaults, model_recipe_pairs
 from pipeline_lib.model.memory_estimate import Recipe as MemoryRecipe
 from pipeline_lib.model.memory_estimate import Shape, estimate_training_memory
 from pipeline_lib.model.registry import needs_profile
@@ -288,6 +289,44 @@ class Plan:
     def tok_marker(self, ds: str, split: str) -> str:
         return self.paths.of("tok_test" if split == "test" else "tok", ds=ds)
 
+    # ------------------------------------------------------------------ what a model is (as flags)
+    def model_pairs(self, name: str) -> list[tuple[str, Any]]:
+        """The model's flags, as `train` and `profile` take them: width, depths, layout, and the
+        recipe's model settings (dropouts, ...)."""
+        exp = self.experiments[name]
+        width = self.width(name)
+        return [
+            ("arch", width["arch"]),
+            ("d-model", width.get("d_model")),
+            ("ffn-dim", width.get("ffn_dim")),
+            ("heads", width.get("heads")),
+            ("encoder-layers", exp["encoder_layers"]),
+            ("decoder-layers", exp["decoder_layers"]),
+            ("residual", exp["residual"]),
+            ("decoder-residual", exp.get("decoder_residual")),
+            ("dlcl-norm", exp.get("dlcl_norm")),
+            ("init", exp.get("init", "xavier")),
+            *model_recipe_pairs(self.recipe(name)),
+        ]
+
+    def data_pairs(self, name: str) -> list[tuple[str, Any]]:
+        src, tgt = self.exp_langs(name)
+        return [("data", self.bin_dir(name)), ("source-lang", src), ("target-lang", tgt)]
+
+    def profile_pairs(self, name: str) -> list[tuple[str, Any]]:
+        """The profiling run's own flags; the recipe's profile_seed (shared profiles) replaces the
+        run's seed."""
+        rec = self.recipe(name)
+        seed = rec.get("profile_seed", self.experiments[name].get("seed", 1))
+        return [
+            *self.data_pairs(name),
+            ("max-tokens", min(rec.get("profile_max_tokens", rec["max_tokens"]), 8192)),
+            ("seed", seed),
+            ("label-smoothing", rec.get("label_smoothing")),
+            ("closed-form", bool(rec.get("admin_closed_form"))),
+            ("recursion", None if rec.get("admin_closed_form") else rec.get("admin_recursion", "reference")),
+        ]
+
     def admin_profile(self, name: str) -> str:
         """The profile ``name`` trains from: its own, or its profile owner's (:meth:`profile_owner`)."""
         return self.paths.of("admin_profile", exp=self.profile_owner(name))
@@ -295,18 +334,20 @@ class Plan:
     def profile_owner(self, name: str) -> str:
         """The experiment whose profiling run ``name`` uses. Without the recipe's ``profile_seed``,
         ``name`` itself (a profile per seed); with it, the first profiled experiment (config order)
-        whose profiling command, run at that seed, is the same: Transformer-Clinic profiles once with
-        seed 1111 and trains every seed from that profile (nmt-experiments/iwslt14_de-en.md:75-88)."""
+        whose profiling flags (:meth:`model_pairs`, :meth:`profile_pairs`), at that seed, are the same:
+        Transformer-Clinic profiles once with seed 1111 and trains every seed from that profile
+        (nmt-experiments/iwslt14_de-en.md:75-88)."""
         owners = self.__dict__.get("_profile_owners")
         if owners is None:
-            from pipeline_lib.workflow.argv import Commands  # the profiling command is the sharing key
-
-            commands, first, owners = Commands(self), {}, {}
+            first: dict[str, str] = {}
+            owners = {}
             for n in self.profiled_names():
                 if self.recipe(n).get("profile_seed") is None:
                     owners[n] = n
                 else:
-                    owners[n] = first.setdefault(commands.profile(n, with_output=False), n)
+                    # repr-exact: 1 and 1.0 are different flag values, as on the command line
+                    key = json.dumps([*self.model_pairs(n), *self.profile_pairs(n)], default=str)
+                    owners[n] = first.setdefault(key, n)
             self._profile_owners = owners
         return owners.get(name, name)
 

@@ -12,7 +12,8 @@ from pipeline_lib.atomic import is_temp_file
 from pipeline_lib.cli import main
 from pipeline_lib.data import subword
 from pipeline_lib.data.detok import moses_detokenize, postprocess_subwords, restore_text
-from pipeline_lib.data.indexed import IndexedDataset, ParallelCorpus, load_meta
+from pipeline_lib.data.indexed import IndexedDataset, ParallelCorpus
+from pipeline_lib.data.integrity import load_meta
 from pipeline_lib.data.vocab import Vocabulary
 from pipeline_lib.report.tables import render_data
 

@@ -27,13 +27,13 @@ def main(bin_dir: str, out: str, update_freq: int) -> None:
     )  # fmt: skip
     model_cfg = ModelConfig(24, 24, 2, 2, d_model=32, ffn_dim=64, heads=2, dropout=0.0)
     trainer = Trainer(cfg, model_cfg, Context(24, None), env)
-    trainer.wrap_ddp()
+    trainer.updater.wrap_ddp()
     train, _ = trainer._load_data()
     plan = train.batches(cfg.seed, 1, shuffle=True, multiple_of=trainer.world)
     chunk = plan[: trainer.world * update_freq]
     local = [train.collate(idx) for idx in chunk[trainer.rank :: trainer.world]]
-    total = trainer._all_reduce([float(sum(b.ntokens for b in local))])[0]
-    trainer.accumulate_gradients(local, total)
+    total = trainer.ranks.all_reduce([float(sum(b.ntokens for b in local))])[0]
+    trainer.updater.accumulate_gradients(local, total, update=0)
     if trainer.rank == 0:
         torch.save({n: p.grad.clone() for n, p in trainer.model.named_parameters()}, out)
     if env.is_distributed:

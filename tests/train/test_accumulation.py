@@ -59,11 +59,11 @@ def test_accumulated_gradient_equals_the_merged_batch_gradient(
     total = float(sum(b.ntokens for b in batches))
     want = merged_batch_gradient(trainer, batches, total)
 
-    trainer.accumulate_gradients(batches, total)
+    trainer.updater.accumulate_gradients(batches, total, update=0)
     got = {name: p.grad.clone() for name, p in trainer.model.named_parameters()}
     for name, grad in want.items():
         torch.testing.assert_close(got[name], grad, rtol=1e-4, atol=1e-7, msg=name)
     # the norm that is logged and clipped against
-    gnorm = trainer._unscale_and_clip(torch.zeros(()), torch.zeros(()))[2].item()
+    gnorm = trainer.updater.unscale_and_clip(torch.zeros(()), torch.zeros(()))[2].item()
     want_norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in want.values()])).item()
     assert gnorm == pytest.approx(want_norm, rel=1e-4)
