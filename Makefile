@@ -1,11 +1,13 @@
 # The two commands of the README:
 #   make demo   set up, then run the embedded Bible En-Fr demo end to end (profiles/local)
 #   make test   set up, then run the test suite
+# and, on a machine with one GPU, `make demo-gpu`: the same data at the papers' width and recipe
+# (config.gpu_demo.yaml; docs/demo.md, "The GPU demo").
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup setup-dev profiles demo test test-fast test-peers mutate lint clean-results
+.PHONY: setup setup-dev profiles demo demo-gpu test test-fast test-peers mutate lint clean-results
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +29,19 @@ profiles: $(BIN)/python
 
 demo: setup
 	. $(BIN)/activate && snakemake --profile local all
+
+# The GPU demo on one card. profiles/local pins the GPU rules to gpu 0 (a CPU laptop); here each GPU job
+# holds one of GPU_JOBS slots of the one card (jobs that size leave an H100/H200 mostly idle alone):
+# 4 on an 80 GB or larger card, 2 on a 24 GB one with config.gpu_demo_24gb.yaml added (docs/demo.md).
+GPU_JOBS ?= 4
+GPU_DEMO_CONFIG ?= config.gpu_demo.yaml
+GPU_DEMO_MEM_MB ?= 64000
+DEMO_GPU_ARGS = --resources gpu=$(GPU_JOBS) mem_mb=$(GPU_DEMO_MEM_MB) \
+	--set-resources train:gpu=1 train_backtranslation:gpu=1 profile_admin:gpu=1 translate:gpu=1 \
+	translate_backtranslation:gpu=1
+
+demo-gpu: setup
+	. $(BIN)/activate && snakemake --profile local all $(DEMO_GPU_ARGS) --configfile $(GPU_DEMO_CONFIG)
 
 # Test modules run in parallel, one module per worker (tests/conftest.py), up to 4 workers: the SLURM
 # tests mostly wait on the scheduler, and the end-to-end runs are many short processes.

@@ -30,6 +30,12 @@ finish before ``--deadline`` is recorded as skipped, not started):
    (2 training updates: the weights are near-random, as the issue allows).
 6. Transformer-big 6L-6L (d=1024, 16 heads, FFN 4096): the three bf16 runs of step 2, then fairseq side
    by side in fp16.
+7. Issue 56, the GPU demo (``bench/gpu_demo_run.py``, :func:`demo_steps`): ``gpu_demo_pilot`` runs
+   config.gpu_demo.yaml's DAG at 1 epoch / 100 updates a model and projects the full run's wall;
+   ``gpu_demo`` runs ``make demo-gpu``'s Snakemake command, times it and copies its tables.md,
+   stability_map.md and plots to ``<out>/gpu_demo/``. Each stops resumably before its step's time is
+   up; called again (``--steps gpu_demo``), it resumes and adds the walls. Alone:
+   ``--steps gpu_demo_pilot gpu_demo``.
 
 Everything lands in one JSON (``gpu-<card>-evidence.json`` under ``--out``), rewritten after every step so
 that a run cut short keeps what it measured; ``--previous`` merges the steps an earlier, cut-short run
@@ -139,6 +145,18 @@ def steps() -> list[Step]:
         Step("big_bf16_deferred", [tt, *loop16k, *BIG, "--deferred-stats"], 90, 15),
         Step("big_bf16_compile", [tt, *loop16k, *BIG, *compiled], 180, 60),
         Step("compare_big_fp16", [cmp, *COMPARE, "--preset", "big", *train_cmp], 240, 80),
+        *demo_steps(),
+    ]
+
+
+def demo_steps() -> list[Step]:
+    """Issue 56: the GPU demo's pilot, then the demo. ``{timeout}`` is the step's time less a margin,
+    so that the run stops itself resumably (Ctrl-C's way) before the step is killed."""
+    demo = "bench/gpu_demo_run.py"
+    args = ["--out", "{out}", "--timeout", "{timeout}", "--json", "{json}"]
+    return [
+        Step("gpu_demo_pilot", [demo, "--pilot", *args], 480, 240),
+        Step("gpu_demo", [demo, *args], 600, 300),
     ]
 
 
@@ -210,7 +228,7 @@ def cpu_smoke(step: Step) -> Step:
         if a in swaps:
             argv[i + 1] = swaps[a]
     argv = [a for a in argv if a != "--no-cudnn-attention"]
-    if argv[0] == "bench/fp16_numerics.py":
+    if argv[0] in ("bench/fp16_numerics.py", "bench/gpu_demo_run.py"):
         argv.append("--cpu-smoke")
     if "--preset" in argv:
         argv[argv.index("--preset") + 1] = "small"
@@ -241,9 +259,13 @@ def pytest_counts(output: str) -> dict:
 def run_step(step: Step, work: Path, log, remaining: float, out: Path) -> dict:  # noqa: ANN001
     result_file = work / f"{step.name}.json"
     result_file.unlink(missing_ok=True)
-    fill = {"{json}": str(result_file), "{out}": str(out.resolve())}
-    argv = [sys.executable, *[fill.get(a, a) for a in step.argv]]
     timeout = max(1.0, min(step.timeout, remaining))
+    fill = {
+        "{json}": str(result_file),
+        "{out}": str(out.resolve()),
+        "{timeout}": f"{max(1.0, timeout - 100):.0f}",
+    }
+    argv = [sys.executable, *[fill.get(a, a) for a in step.argv]]
     record: dict = {"argv": " ".join(["python", *argv[1:]]), "timeout_s": timeout}
     log.write(f"\n===== {step.name}: {record['argv']}\n")
     log.flush()

@@ -10,6 +10,8 @@ rule of the paper config, and changes only sizes:
   most ``max_tokens`` tokens, ``update_freq`` 1, with at most ``warmup_updates`` of warm-up (so that
   the few updates it has do move the model);
 * back-translation runs in at most ``bt_shards`` shards of ``mono_lines`` lines in all;
+* every stability-map run trains at most ``map_updates`` updates (the map's runs count updates, not
+  epochs: Figure 10's grid is 100k updates a run);
 * preprocessing keeps the first ``train_lines`` training pairs, BPE learns ``bpe_merges`` merges,
   News Crawl stops after ``mono_lines`` lines;
 * with ``gpu: false`` every GPU/node/launcher resource is dropped (a laptop or a CPU CI machine) and
@@ -60,6 +62,9 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
             overrides["average_upper_bound"] = smoke["max_epoch"]
         if "amp" in overrides and not smoke["gpu"]:
             overrides["amp"] = "none"
+    if out.get("stability_map"):
+        spec = out["stability_map"]
+        spec["max_update"] = min(spec["max_update"], smoke["map_updates"])
     for bt in out.get("backtranslation", {}).values():
         bt["shards"] = min(bt.get("shards", 1), smoke["bt_shards"])
     for ds in out["datasets"].values():

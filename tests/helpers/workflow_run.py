@@ -71,3 +71,27 @@ def snakemake(
     """
     cmd, env = snakemake_command(work, *args, profile=profile, cores=cores)
     return subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def user_command(work: Path, line: str) -> tuple[list[str], dict[str, str]]:
+    """A command line as a user types it in the repository root (``snakemake --profile local ...
+    --configfile config.x.yaml ...``), run in ``work`` instead: the venv's snakemake, the repository's
+    Snakefile, ``--profile local`` as profiles/local, and every ``config*.yaml`` the repository's."""
+    words = line.split()
+    assert words[0] == "snakemake", line
+    cmd = [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work)]
+    for i, word in enumerate(words[1:], 1):
+        if words[i - 1] == "--profile" and word == "local":
+            word = str(LOCAL_PROFILE)
+        elif word.startswith("config") and word.endswith(".yaml"):
+            word = str(REPO / word)
+        cmd.append(word)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+    return cmd, env
+
+
+def run_user_command(work: Path, line: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """:func:`user_command`, run to its end in ``work`` (created if needed)."""
+    work.mkdir(parents=True, exist_ok=True)
+    cmd, env = user_command(work, line)
+    return subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout, env=env)

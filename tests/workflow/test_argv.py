@@ -26,8 +26,8 @@ from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_conf
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = load_schema(REPO / SCHEMA_FILE)
-# Full configs (config.smoke.yaml is an overlay, not a config of its own).
-CONFIGS = sorted(p.name for p in REPO.glob("config*.yaml") if p.name != "config.smoke.yaml")
+# Full configs (the ones with experiments; config.smoke.yaml and config.gpu_demo_24gb.yaml are overlays).
+CONFIGS = sorted(p.name for p in REPO.glob("config*.yaml") if "experiments" in yaml.safe_load(p.read_text()))
 
 
 def load(name: str) -> dict[str, Any]:

@@ -26,6 +26,9 @@ SHIPPED = [
     ["config.wmt14_en_de_dlcl_lipschitz.yaml"],
     ["config.demo_bt.yaml"],
     ["config.stability_methods.yaml"],
+    ["config.gpu_demo.yaml"],
+    ["config.gpu_demo.yaml", "config.gpu_demo_24gb.yaml"],
+    ["config.gpu_demo.yaml", "config.gpu_demo_cpu.yaml"],
 ]
 
 

@@ -297,6 +297,18 @@ def test_smoke_shrinks_sizes_and_keeps_the_dag():
     assert "--max-train-lines 20000" in Commands(cpu).preprocess("wmt14_en_fr", 1)
 
 
+def test_smoke_shrinks_the_stability_maps_updates():
+    """Figure 10's grid counts updates (100k a run), not epochs: smoke caps each map run at map_updates."""
+    fig10 = yaml.safe_load((REPO / "config.iwslt14_fig10.yaml").read_text())
+    real = plan_of(fig10)
+    plan = plan_of({**fig10, **SMOKE})
+    assert set(plan.stability_runs) == set(real.stability_runs) and plan.stability_runs
+    for name in plan.stability_runs:
+        assert real.recipe(name)["max_update"] == 100000
+        assert plan.recipe(name)["max_update"] == SMOKE["smoke"]["map_updates"]
+    assert fig10["stability_map"]["max_update"] == 100000  # the loaded config itself is untouched
+
+
 def test_news_crawl_recipe_is_a_download_job_and_checked_against_the_dataset():
     plan = plan_of(ENFR)
     assert plan.mono_dataset_names("download") == ["wmt14_en_fr"] and plan.mono_dataset_names("copy") == []

@@ -202,13 +202,18 @@ def test_a_word_list_field_is_an_array_of_distinct_choices():
 
 
 def shipped_config_sets() -> list[list[Path]]:
-    """Every config at the repository root and in tests/fixtures: a full one alone, an overlay (no
-    datasets, e.g. config.smoke.yaml) over each full one."""
+    """Every config at the repository root and in tests/fixtures: a full one alone (it has
+    experiments), an overlay over each full one (config.smoke.yaml), or, where the overlay is named
+    after a full config (config.gpu_demo_24gb.yaml after config.gpu_demo.yaml), over that one only."""
     files = sorted(REPO.glob("config*.yaml")) + sorted((REPO / "tests" / "fixtures").glob("*.yaml"))
-    full = [f for f in files if "datasets" in load_mapping(f)]
+    full = [f for f in files if "experiments" in load_mapping(f)]
     overlays = [f for f in files if f not in full]
     assert full and overlays
-    return [[f] for f in full] + [[f, o] for f in full for o in overlays]
+    sets = [[f] for f in full]
+    for o in overlays:
+        bases = [f for f in full if o.stem.startswith(f"{f.stem}_")]
+        sets += [[f, o] for f in (bases or full)]
+    return sets
 
 
 @pytest.mark.parametrize("files", shipped_config_sets(), ids=lambda fs: "+".join(f.name for f in fs))
