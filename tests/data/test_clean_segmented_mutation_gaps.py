@@ -1,1 +1,0 @@
-"""Fast tests for the clean_segmented mutants the other tests let survive (make mutate MODULE=clean_segmented)."""

@@ -1,1 +1,0 @@
-"""Fast tests for the marks mutants the other tests let survive (make mutate MODULE=marks)."""
