@@ -45,6 +45,44 @@ MODULES: dict[str, str] = {
     "moses": "pipeline_lib/data/moses.py",
     "subword": "pipeline_lib/data/subword.py",
     "search": "pipeline_lib/decode/search.py",
+    # Second round (modules whose bugs change a result rather than raise), in the order they were first
+    # run: the small, result-critical ones first. One shard per file; `stabilizers` names all of its files.
+    "vocab": "pipeline_lib/data/vocab.py",
+    "marks": "pipeline_lib/report/marks.py",
+    "seed_groups": "pipeline_lib/report/seed_groups.py",
+    "reference_scheme": "pipeline_lib/evaluate/reference_scheme.py",
+    "compound_split": "pipeline_lib/evaluate/compound_split.py",
+    "mix": "pipeline_lib/backtranslation/mix.py",
+    "clean_segmented": "pipeline_lib/data/clean_segmented.py",
+    "residual": "pipeline_lib/model/residual.py",
+    "split_data": "pipeline_lib/train/split_data.py",
+    "outputs": "pipeline_lib/decode/outputs.py",
+    "decode_inputs": "pipeline_lib/decode/inputs.py",
+    "indexed": "pipeline_lib/data/indexed.py",
+    "binarize": "pipeline_lib/data/binarize.py",
+    "run_identity": "pipeline_lib/train/run_identity.py",
+    "validation": "pipeline_lib/train/validation.py",
+    "batching": "pipeline_lib/train/batching.py",
+    "build": "pipeline_lib/train/build.py",
+    "update": "pipeline_lib/train/update.py",
+    "translator": "pipeline_lib/decode/translator.py",
+    "tables": "pipeline_lib/report/tables.py",
+    "attention": "pipeline_lib/model/attention.py",
+    "layers": "pipeline_lib/model/layers.py",
+    "b2t": "pipeline_lib/model/stabilizers/b2t.py",
+    "deepnorm": "pipeline_lib/model/stabilizers/deepnorm.py",
+    "ds_init": "pipeline_lib/model/stabilizers/ds_init.py",
+    "redraw": "pipeline_lib/model/stabilizers/redraw.py",
+    "resi_dual": "pipeline_lib/model/stabilizers/resi_dual.py",
+    "rezero": "pipeline_lib/model/stabilizers/rezero.py",
+    "scaling": "pipeline_lib/model/stabilizers/scaling.py",
+    "sub_ln": "pipeline_lib/model/stabilizers/sub_ln.py",
+    "t_fixup": "pipeline_lib/model/stabilizers/t_fixup.py",
+}
+
+# A name that stands for several shards, run one after another.
+GROUPS: dict[str, list[str]] = {
+    "stabilizers": [name for name, source in MODULES.items() if "/stabilizers/" in source],
 }
 
 # mutmut's exit codes per verdict (mutmut/stats.py, status_by_exit_code, 3.8.1); unknown -> "suspicious".
@@ -256,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the unfinished mutants of the named modules (default: all)")
-    run.add_argument("modules", nargs="*", metavar="MODULE", help=f"one of {', '.join(MODULES)}")
+    run.add_argument("modules", nargs="*", metavar="MODULE", help=f"one of {', '.join([*MODULES, *GROUPS])}")
     run.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default: 2)")
     run.add_argument(
         "--remap",
@@ -273,13 +311,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     os.chdir(ROOT)
     check_config()
-    unknown = [name for name in getattr(args, "modules", []) if name not in MODULES]
+    unknown = [name for name in getattr(args, "modules", []) if name not in MODULES and name not in GROUPS]
     if unknown:
-        parser.error(f"unknown module {unknown}: choose from {', '.join(MODULES)}")
+        parser.error(f"unknown module {unknown}: choose from {', '.join([*MODULES, *GROUPS])}")
     if args.command == "run":
         if args.remap:  # mutmut maps only new tests incrementally, never new functions
             (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
-        for name in args.modules or list(MODULES):
+        names = [shard for name in args.modules for shard in GROUPS.get(name, [name])]
+        for name in names or list(MODULES):
             run_module(name, args.jobs, args.survivors)
     summary(compact=getattr(args, "compact", False))
 
