@@ -36,8 +36,12 @@ def flag(name: str, value: Any) -> list[str]:
     return [f"--{name}", str(value)]
 
 
+def flag_words(pairs: Pairs) -> list[str]:
+    return [word for name, value in pairs for word in flag(name, value)]
+
+
 def flags(pairs: Pairs) -> str:
-    return shlex.join(word for name, value in pairs for word in flag(name, value))
+    return shlex.join(flag_words(pairs))
 
 
 # Recipe keys the workflow itself reads (averaging, profiling), not passed to `train`.
@@ -133,15 +137,13 @@ class Commands:
         tok-test/: editing a test file then never reruns what training reads. The dataset's
         ``preprocess:`` keys are PreprocessSettings' fields, passed as their flags."""
         d = self.plan.datasets[ds]
-        options = dict(d.get("preprocess", {}))
         # clean_after bpe: the length/ratio limits go to apply-bpe; here only empty/over-long lines go
-        after_bpe = options.get("clean_after", "tokenize") == "bpe"
+        after_bpe = d.get("preprocess", {}).get("clean_after", "tokenize") == "bpe"
         dropped = {"ratio", "min_len", "max_len"} if after_bpe else set()
-        # test is never cleaned; clean_after tokenize is the default, left off the command line
-        dropped |= {"clean_after", "clean_splits"} if test else set() if after_bpe else {"clean_after"}
-        settings, lists = config_argv(
-            PreprocessSettings, "preprocess", {k: v for k, v in options.items() if k not in dropped}
-        )
+        if test:
+            dropped |= {"clean_after", "clean_splits"}  # test is never cleaned
+        elif not after_bpe:
+            dropped.add("clean_after")  # tokenize, the default: left off the command line
         head = [
             ("in-dir", self.plan.raw_dir(ds)),
             ("out-dir", self.plan.data_dir(ds, "tok-test" if test else "tok")),
@@ -149,32 +151,34 @@ class Commands:
             ("splits", ["test"] if test else ["train", "valid", "mono"]),
         ]
         tail = [("no-tokenize", d.get("subword", {}).get("kind") == "spm"), ("workers", workers)]
-        return shlex.join([*shlex.split(flags(head)), *settings, *shlex.split(flags(tail)), *lists])
+        return self._data_stage(PreprocessSettings, "preprocess", ds, head, tail, dropped)
 
     @staticmethod
     def _length_limits(p: dict[str, Any]) -> Pairs:
         """clean-corpus-n's -ratio, min and max (the stage's defaults where the config sets none)."""
         return [("ratio", p.get("ratio")), ("min-len", p.get("min_len")), ("max-len", p.get("max_len"))]
 
-    def _settings(self, cls: type, marker: str, ds: str) -> tuple[list[str], list[str]]:
-        """The flags of the dataset's ``marker:`` block keys that are fields of ``cls`` (a block may
-        serve two stages: ``subword:`` holds learn-bpe's and apply-bpe's keys)."""
+    def _data_stage(
+        self, cls: type, marker: str, ds: str, head: Pairs, tail: Pairs, dropped: Iterable[str] = ()
+    ) -> str:
+        """A data stage's argv: ``head``, the flags of the dataset's ``marker:`` block keys that are
+        fields of ``cls`` (less ``dropped``; a block may serve two stages: ``subword:`` holds
+        learn-bpe's and apply-bpe's keys), ``tail``, and the block's word lists last."""
+        own = set(marked_fields(cls, marker)) - set(dropped)
         block = self.plan.datasets[ds].get(marker, {})
-        own = marked_fields(cls, marker)
-        return config_argv(cls, marker, {k: v for k, v in block.items() if k in own})
+        settings, lists = config_argv(cls, marker, {k: v for k, v in block.items() if k in own})
+        return shlex.join([*flag_words(head), *settings, *flag_words(tail), *lists])
 
     def learn_bpe(self, ds: str, workers: int | None = None) -> str:
-        settings, lists = self._settings(LearnSettings, "subword", ds)
-        head = [("in-dir", self.plan.data_dir(ds, "tok")), ("model-dir", self.plan.data_dir(ds, "subword"))]
-        return shlex.join([*shlex.split(flags([*head, *self._langs(ds)])), *settings,
-                           *shlex.split(flags([("workers", workers)])), *lists])  # fmt: skip
+        head = [("in-dir", self.plan.data_dir(ds, "tok")), ("model-dir", self.plan.data_dir(ds, "subword")),
+                *self._langs(ds)]  # fmt: skip
+        return self._data_stage(LearnSettings, "subword", ds, head, [("workers", workers)])
 
     def apply_bpe(self, ds: str, workers: int | None = None, *, test: bool = False) -> str:
         suffix = "-test" if test else ""
         # fairseq's WMT'14 En-Fr cleans the segmented train and valid (clean_after: bpe); test never
         cleaned = [] if test else [sp for sp in ("train", "valid") if self.plan.cleaned_after_bpe(ds, sp)]
         limits = self._length_limits(self.plan.datasets[ds].get("preprocess", {})) if cleaned else []
-        settings, lists = self._settings(ApplySettings, "subword", ds)
         head = [
             ("in-dir", self.plan.data_dir(ds, f"tok{suffix}")),
             ("model-dir", self.plan.data_dir(ds, "subword")),
@@ -183,14 +187,13 @@ class Commands:
             ("splits", ["test"] if test else ["train", "valid", "mono"]),
         ]
         tail = [("clean-splits", cleaned), *limits, ("workers", workers)]
-        return shlex.join([*shlex.split(flags(head)), *settings, *shlex.split(flags(tail)), *lists])
+        return self._data_stage(ApplySettings, "subword", ds, head, tail)
 
     def binarize(self, ds: str, workers: int | None = None) -> str:
-        settings, lists = self._settings(BinarizeSettings, "binarize", self.plan.base_dataset(ds))
         head = [("in-dir", self.plan.data_dir(ds, "bpe")), ("out-dir", self.plan.data_dir(ds, "bin")),
                 *self._langs(ds)]  # fmt: skip
         tail = [("splits", ["train", "valid"]), ("workers", workers)]
-        return shlex.join([*shlex.split(flags(head)), *settings, *shlex.split(flags(tail)), *lists])
+        return self._data_stage(BinarizeSettings, "binarize", self.plan.base_dataset(ds), head, tail)
 
     def binarize_test(self, ds: str, workers: int | None = None) -> str:
         """The test split with the training vocabulary of ``ds`` (a back-translation mix reads its base
