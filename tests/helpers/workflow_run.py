@@ -43,13 +43,19 @@ def write_config(work: Path, edit: Callable[[dict[str, Any]], None] | None = Non
     return cfg
 
 
+def _snakemake_in(work: Path) -> tuple[list[str], dict[str, str]]:
+    """The venv's snakemake on the repository's Snakefile, run in ``work``, and its environment: the
+    venv's bin leads PATH, one OpenMP thread per job."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+    return [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work)], env
+
+
 def snakemake_command(
     work: Path, *args: str, profile: Path = LOCAL_PROFILE, cores: int | None = 2
 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of ``snakemake(...)`` (for runs started with Popen)."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
-    cmd = [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work),
-           "--profile", str(profile)]  # fmt: skip
+    cmd, env = _snakemake_in(work)
+    cmd += ["--profile", str(profile)]
     if cores is not None:
         cmd += ["--cores", str(cores)]
     cmd += [*args, "--configfile", "config.yaml"]
@@ -79,14 +85,13 @@ def user_command(work: Path, line: str) -> tuple[list[str], dict[str, str]]:
     Snakefile, ``--profile local`` as profiles/local, and every ``config*.yaml`` the repository's."""
     words = line.split()
     assert words[0] == "snakemake", line
-    cmd = [str(BIN / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory", str(work)]
+    cmd, env = _snakemake_in(work)
     for i, word in enumerate(words[1:], 1):
         if words[i - 1] == "--profile" and word == "local":
             word = str(LOCAL_PROFILE)
         elif word.startswith("config") and word.endswith(".yaml"):
             word = str(REPO / word)
         cmd.append(word)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
     return cmd, env
 
 
