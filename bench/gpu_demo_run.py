@@ -33,14 +33,10 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from pipeline_lib.atomic import write_json  # noqa: E402
-from pipeline_lib.workflow.config_files import merge  # noqa: E402
-from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config  # noqa: E402
-from pipeline_lib.workflow.smoke import apply_smoke  # noqa: E402
+from pipeline_lib.workflow.cli_check_config import check  # noqa: E402
 
 CONFIG = "config.gpu_demo.yaml"
 PILOT = "bench/gpu_demo_pilot.yaml"
@@ -106,12 +102,8 @@ def run(argv: list[str], timeout: float, log: Path) -> tuple[int | None, float]:
 
 def merged_config(configs: list[str]) -> dict:
     """The config the workflow sees: the files merged as Snakemake merges them, the schema's defaults
-    filled, at smoke scale when a file asks for it (pipeline_lib/workflow/plan.py does the same)."""
-    cfg: dict = {}
-    for c in configs:
-        cfg = merge(cfg, yaml.safe_load((ROOT / c).read_text()))
-    validate_config(cfg, load_schema(ROOT / SCHEMA_FILE))
-    return apply_smoke(cfg)
+    filled, at smoke scale when a file asks for it (the check-config stage's own reading)."""
+    return check([ROOT / c for c in configs], ROOT).config
 
 
 def job_rates(cfg: dict) -> dict[str, dict]:
