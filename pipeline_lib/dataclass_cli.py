@@ -3,11 +3,17 @@
 
 Each field becomes ``--field-name``. Its ``metadata`` may give ``help``, ``choices``, ``group`` (the
 argparse group title), ``type`` (a parser for the command-line text), ``cli_default`` (a callable
-giving a default that depends on the machine), ``required``, ``flag`` (another flag name) and, for a
-``tuple[str, ...]`` field (a list of words), ``nargs`` ("*" by default: an empty list is a value);
-``choices`` may be a callable (a registry read when the parser is built), and ``cli: False``
-leaves a field out. A field
-without a default is required; a bool field is a switch (``store_false`` when it defaults to True).
+giving a default that depends on the machine), ``required``, ``flag`` (another flag name),
+``aliases`` (more option strings, ``-o``), ``exclusive`` (the fields sharing this name form a
+required mutually exclusive group) and ``nargs`` (for a ``tuple[str, ...]`` field, a list of
+words, "*" by default: an empty list is a value); ``choices`` may be a callable (a registry read when
+the parser is built), and ``cli: False`` leaves a field out. A field without a default is required; a
+bool field is a switch (``store_false`` when it defaults to True).
+
+A workflow config sets a field through a block marked with a metadata key (``recipe=True``): the
+config key is the field's name, or the marker's value where the config names it otherwise
+(``n_samples`` marked ``evaluation="bootstrap_samples"``), and ``config_default`` is the default the
+config gives where it differs from the flag's (a config that leaves a key out gets that value).
 The same metadata, with its bounds, also checks the dataclass's values and generates the workflow
 schema's hyperparameter keys (pipeline_lib/field_spec.py).
 """
@@ -62,21 +68,33 @@ def add_dataclass_arguments(
     for field in cli_fields(cls):
         meta = field.metadata
         title = meta.get("group")
-        target = parser if title is None else groups.setdefault(title, parser.add_argument_group(title))
+        target = parser
+        if title is not None:
+            if title not in groups:
+                groups[title] = parser.add_argument_group(title)
+            target = groups[title]
+        if "exclusive" in meta:  # one of these fields, and only one, is given
+            key = f"exclusive: {meta['exclusive']}"
+            if key not in groups:
+                groups[key] = target.add_mutually_exclusive_group(required=True)
+            target = groups[key]
         kwargs: dict[str, Any] = {"help": meta.get("help")}
         has_default = field.default is not dataclasses.MISSING
         if "cli_default" in meta:
             kwargs["default"] = meta["cli_default"]()
         elif has_default:
             kwargs["default"] = field.default
-        flag = meta.get("flag", flag_name(field.name))
+        flags = [meta.get("flag", flag_name(field.name)), *meta.get("aliases", ())]
         if hints[field.name] is bool:
             action = "store_false" if field.default is True else "store_true"
-            target.add_argument(flag, dest=field.name, action=action, **kwargs)
+            target.add_argument(*flags, dest=field.name, action=action, **kwargs)
             continue
         if _is_word_list(hints[field.name]):
             kwargs["nargs"] = meta.get("nargs", "*")
             kwargs["default"] = list(kwargs["default"]) if "default" in kwargs else None
+        elif "nargs" in meta:  # a list of parsed values (NAME=FILE pairs)
+            kwargs["nargs"] = meta["nargs"]
+            kwargs["default"] = list(kwargs["default"]) if kwargs.get("default") is not None else None
         parse = meta.get("type") or _parse_type(hints[field.name])
         if parse is None:
             raise TypeError(
@@ -87,7 +105,7 @@ def add_dataclass_arguments(
             choices = meta["choices"]
             kwargs["choices"] = choices() if callable(choices) else choices
         kwargs["required"] = meta.get("required", not has_default and "cli_default" not in meta)
-        target.add_argument(flag, dest=field.name, **kwargs)
+        target.add_argument(*flags, dest=field.name, **kwargs)
 
 
 def dataclass_from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
@@ -111,22 +129,35 @@ def marked_fields(cls: type, marker: str) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(marker))
 
 
+def config_key(field: dataclasses.Field, marker: str) -> str:
+    """The key a config block marked ``marker`` sets ``field`` with: the marker's value, or the name."""
+    value = field.metadata[marker]
+    return value if isinstance(value, str) else field.name
+
+
+def config_keys(cls: type, marker: str) -> dict[str, str]:
+    """config key -> field name, for the fields of ``cls`` marked ``marker``, in field order."""
+    return {config_key(f, marker): f.name for f in dataclasses.fields(cls) if f.metadata.get(marker)}
+
+
 def config_argv(cls: type, marker: str, values: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The flags that give ``cls`` the ``values`` a workflow config sets for its fields marked
-    ``marker``, in field order; what the config leaves out is left out. A switch appears only when
-    the value differs from the field's default (``--dedup``; ``--no-normalize`` for False). Returns
-    (the other flags, the word lists): a caller puts the lists last, since such a flag takes every
-    word up to the next flag; an empty list stays (it is a value: "none")."""
-    unknown = set(values) - set(marked_fields(cls, marker))
+    """The flags that give ``cls`` the ``values`` (by config key) a workflow config sets for its
+    fields marked ``marker``, in field order; what the config leaves out is left out. A switch appears
+    only when the value differs from the field's default (``--dedup``; ``--no-normalize`` for False).
+    Returns (the other flags, the word lists): a caller puts the lists last, since such a flag takes
+    every word up to the next flag; an empty list stays (it is a value: "none")."""
+    keys = config_keys(cls, marker)
+    unknown = set(values) - set(keys)
     if unknown:
         raise KeyError(f"{cls.__name__} has no {marker} field {', '.join(sorted(unknown))}")
+    by_field = {keys[key]: value for key, value in values.items()}
     hints = typing.get_type_hints(cls)
     words: list[str] = []
     lists: list[str] = []
     for field in dataclasses.fields(cls):
-        if field.name not in values or values[field.name] is None:
+        if field.name not in by_field or by_field[field.name] is None:
             continue
-        value, flag = values[field.name], field.metadata.get("flag", flag_name(field.name))
+        value, flag = by_field[field.name], field.metadata.get("flag", flag_name(field.name))
         if hints[field.name] is bool:
             words += [flag] if value != field.default else []
         elif _is_word_list(hints[field.name]):

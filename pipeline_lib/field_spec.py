@@ -187,11 +187,22 @@ def check_fields(obj: Any, label: Callable[[str], str]) -> None:
             raise ConfigError(f"{label(name)}{problem}")
 
 
-def json_schema(cls: type, marker: str) -> dict[str, dict[str, Any]]:
-    """JSON Schema properties of the fields of ``cls`` whose metadata sets ``marker``, in field order."""
+def json_schema(cls: type, marker: str, defaults: bool = False) -> dict[str, dict[str, Any]]:
+    """JSON Schema properties of the fields of ``cls`` whose metadata sets ``marker``, in field order,
+    each under its config key (the marker's value when it is a name). With ``defaults``, a field's
+    ``config_default`` (else its default, unless None) is the property's default, which validation
+    fills in."""
     specs = field_specs(cls)
-    marked = [f.name for f in dataclasses.fields(cls) if f.metadata.get(marker)]
-    untyped = [name for name in marked if name not in specs]
+    marked = [f for f in dataclasses.fields(cls) if f.metadata.get(marker)]
+    untyped = [f.name for f in marked if f.name not in specs]
     if untyped:
         raise TypeError(f"{cls.__name__}: no schema for {', '.join(untyped)} (marked {marker})")
-    return {name: specs[name].json_schema() for name in marked}
+    props = {}
+    for f in marked:
+        value = f.metadata[marker]
+        prop = specs[f.name].json_schema()
+        default = f.metadata.get("config_default", f.default)
+        if defaults and default is not None and default is not dataclasses.MISSING:
+            prop["default"] = list(default) if isinstance(default, tuple) else default
+        props[value if isinstance(value, str) else f.name] = prop
+    return props

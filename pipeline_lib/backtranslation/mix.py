@@ -28,32 +28,16 @@ import shutil
 from pathlib import Path
 
 from pipeline_lib.atomic import AtomicGroup
+from pipeline_lib.backtranslation.mix_settings import MixSettings
 from pipeline_lib.data.textio import count_lines, read_lines
+from pipeline_lib.dataclass_cli import add_dataclass_arguments
 from pipeline_lib.errors import ConfigError, InputError
-from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
-BT_TAG = "<BT>"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--real-dir", required=True, type=Path, help="apply-bpe output (train/valid/test, meta.json)"
-    )
-    p.add_argument(
-        "--synthetic-src",
-        required=True,
-        type=Path,
-        nargs="+",
-        help="back-translated sources, subword text: one file, or the shards in input order",
-    )
-    p.add_argument("--mono-tgt", required=True, type=Path, help="the monolingual targets they translate")
-    p.add_argument("--out-dir", required=True, type=Path)
-    p.add_argument("--src", required=True, type=lang_code)
-    p.add_argument("--tgt", required=True, type=lang_code)
-    p.add_argument("--upsample-real", type=int, default=1, help="repeat the real bitext N times")
-    p.add_argument("--no-tag", action="store_true", help="do not prefix synthetic sources with <BT>")
-    p.add_argument("--tag", default=BT_TAG, help="the tag token (default <BT>)")
+    add_dataclass_arguments(p, MixSettings)
 
 
 def _mismatch(synthetic: list[Path], counts: list[int], mono: Path, n_mono: int) -> str:
@@ -75,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.upsample_real < 1:
         raise ConfigError(f"--upsample-real must be >= 1, got {args.upsample_real}")
-    if not args.no_tag and (not args.tag or any(c.isspace() for c in args.tag)):
+    if args.tagged and (not args.tag or any(c.isspace() for c in args.tag)):
         raise ConfigError(f"--tag must be one non-empty token, got {args.tag!r}")
     real = args.real_dir
     langs = (args.src, args.tgt)
@@ -100,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                 for lang, out in ((args.src, out_src), (args.tgt, out_tgt)):
                     for line in read_lines(real / f"train.{lang}"):
                         out.write(line + "\n")
-            prefix = "" if args.no_tag else args.tag + " "
+            prefix = args.tag + " " if args.tagged else ""
             synthetic = itertools.chain.from_iterable(read_lines(p) for p in args.synthetic_src)
             for syn, mono in zip(synthetic, read_lines(args.mono_tgt), strict=True):
                 if not syn.strip() or not mono.strip():
@@ -124,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             "upsample_real": args.upsample_real,
             "synthetic_pairs": kept,
             "synthetic_dropped_empty": dropped,
-            "tag": None if args.no_tag else args.tag,
+            "tag": args.tag if args.tagged else None,
             "synthetic_src": [str(p) for p in args.synthetic_src],
             "mono_tgt": str(args.mono_tgt),
         }

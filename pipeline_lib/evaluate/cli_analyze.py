@@ -13,12 +13,12 @@ from tqdm import tqdm
 from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.evaluate import analysis as A
-from pipeline_lib.evaluate.cli_significance import _named_path
 from pipeline_lib.evaluate.segments import (
     check_same_length,
     iter_segments,
     read_segments,
 )
+from pipeline_lib.evaluate.significance_settings import named_path
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _cutoffs(text: str) -> list[int]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ref", required=True, help="reference, one segment per line (UTF-8)")
-    p.add_argument("--systems", nargs="+", required=True, type=_named_path, help="[NAME=]FILE per system")
+    p.add_argument("--systems", nargs="+", required=True, type=named_path, help="[NAME=]FILE per system")
     p.add_argument("--src", help="source file; needed for --length-of source")
     freq = p.add_mutually_exclusive_group(required=True)
     freq.add_argument("--train-target", help="training target corpus to count word frequencies from")

@@ -4,76 +4,30 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 from typing import Any
 
 from pipeline_lib.atomic import write_json, write_text
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
+from pipeline_lib.dataclass_cli import add_dataclass_arguments
 from pipeline_lib.errors import ConfigError, InputError
 from pipeline_lib.evaluate import compound_split as CS
 from pipeline_lib.evaluate import significance as S
 from pipeline_lib.evaluate.fairseq_bleu import paired_view, read_generate
-from pipeline_lib.evaluate.metric_registry import metric_spec, testable_names
+from pipeline_lib.evaluate.metric_registry import metric_spec
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
 from pipeline_lib.evaluate.segments import (
     check_same_length,
     read_segments,
 )
+from pipeline_lib.evaluate.significance_settings import SignificanceSettings
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "deepnmt-significance/1"
 
 
-def _named_path(spec: str) -> tuple[str, str]:
-    """'NAME=PATH' or 'PATH' (name = file stem)."""
-    if "=" in spec:
-        name, path = spec.split("=", 1)
-        if not name or not path:
-            raise argparse.ArgumentTypeError(f"expected NAME=PATH or PATH, got {spec!r}")
-        return name, path
-    return Path(spec).stem, spec
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ref", required=True, help="detokenized reference (UTF-8, one segment per line)")
-    p.add_argument("--baseline", required=True, type=_named_path, help="[NAME=]FILE of the baseline system")
-    p.add_argument(
-        "--systems", nargs="+", required=True, type=_named_path, help="[NAME=]FILE of each compared system"
-    )
-    p.add_argument("--output", "-o", required=True, help="JSON file to write (atomically)")
-    p.add_argument("--markdown", help="also write the pairwise matrix (Table 3 layout) as markdown here")
-    p.add_argument(
-        "--metrics", nargs="+", default=["bleu"], choices=sorted(testable_names()), help="default: bleu"
-    )
-    generated = ", ".join(m for m in testable_names() if metric_spec(m).generate)
-    gen = p.add_argument_group(f"fairseq-generate BLEU (--metrics {generated})")
-    gen.add_argument(
-        "--generate",
-        nargs="+",
-        type=_named_path,
-        default=[],
-        help="NAME=FILE: translate's --output-generate file of the baseline and of every system (their "
-        "H lines against the binarized reference's T lines, as fairseq-generate scores)",
-    )
-    gen.add_argument("--subword", choices=("bpe", "spm", "none"), default="bpe", help="default: bpe")
-    tokenized = ", ".join(m for m in testable_names() if metric_spec(m).tokenized)
-    tok = p.add_argument_group(f"tokenized BLEU (--metrics {tokenized})")
-    tok.add_argument("--ref-tok", help="tokenized reference (default: tokenize --ref as below)")
-    tok.add_argument(
-        "--ref-tok-meta",
-        help="preprocess's meta.json beside --ref-tok: hypotheses are tokenized as it records the "
-        "reference's split was (needed with --ref-tok)",
-    )
-    tok.add_argument(
-        "--moses-lang",
-        help="target language: hypotheses are tokenized as --ref-tok-meta records the reference was "
-        "(without --ref-tok, both sides as fairseq's prepare-wmt14 scripts tokenize test)",
-    )
-    p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples (sacrebleu: 1000)")
-    p.add_argument("--seed", type=int, default=12345, help="numpy seed, as SACREBLEU_SEED (default 12345)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level for +/-/= (default 0.05)")
-    p.add_argument("--no-matrix", action="store_true", help="only compare each system with the baseline")
+    add_dataclass_arguments(p, SignificanceSettings)
 
 
 def _vs_baseline(out: dict[str, Any], metric: str, alpha: float) -> dict[str, Any]:

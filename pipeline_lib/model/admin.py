@@ -25,14 +25,13 @@ from torch import Tensor
 
 from pipeline_lib.atomic import write_text
 from pipeline_lib.errors import CheckpointError
-from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.model.config import RECURSIONS, ModelConfig
 from pipeline_lib.model.fold import fold_to_post_ln
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.residual import STACKS, AdminConnection
 from pipeline_lib.model.transformer import Stack, TransformerModel
 
 PROFILE_FORMAT = "deepnmt-admin-profile/1"
-RECURSIONS = ("reference", "cumulative")
 
 
 @dataclass

@@ -20,6 +20,8 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 DLCL_NORMS = ("pre", "post")
 INITS = ("xavier", "lipschitz")
+# How Admin profiling turns the measured variances into omega (pipeline_lib/model/admin.py).
+RECURSIONS = ("reference", "cumulative")
 # Where a stabilizer's paper and its authors' code disagree, both (pipeline_lib/model/stabilizers/):
 DS_INIT_VARIANTS = ("code", "paper")  # bound × l^(-1/4) (bzhangGo/zero) or × l^(-1/2) (the paper)
 DEEPNORM_BETAS = ("paper", "torchscale")  # encoder β 0.87·(N⁴M)^(-1/16) or 1.15·(N⁴M)^(-1/16)

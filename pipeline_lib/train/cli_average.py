@@ -15,32 +15,17 @@ Float tensors are summed in float32 and divided by the count; the output is a ch
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pipeline_lib.checkpoint import last_checkpoints
+from pipeline_lib.dataclass_cli import add_dataclass_arguments
 from pipeline_lib.divergence.placeholders import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.train.average import write_average
+from pipeline_lib.train.average_settings import AverageSettings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--inputs", nargs="+", type=Path, help="checkpoint files to average")
-    src.add_argument("--save-dir", type=Path, help="training directory holding checkpoint{epoch}.pt files")
-    p.add_argument(
-        "--num-epoch-checkpoints", type=int, default=None, help="average the last N epoch checkpoints"
-    )
-    p.add_argument(
-        "--num-update-checkpoints", type=int, default=None, help="average the last N checkpoint_E_U.pt"
-    )
-    p.add_argument(
-        "--checkpoint-upper-bound",
-        type=int,
-        default=None,
-        help="with --num-epoch-checkpoints: only epochs <= this (fairseq's average_checkpoints.py; e.g. 10 "
-        "and 50 average epochs 41-50)",
-    )
-    p.add_argument("--output", required=True, type=Path)
+    add_dataclass_arguments(p, AverageSettings)
     add_skip_argument(p)
 
 

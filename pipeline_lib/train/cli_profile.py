@@ -16,40 +16,21 @@ import torch
 
 from pipeline_lib.atomic import remove_stale_temp_files
 from pipeline_lib.data.vocab import Vocabulary
+from pipeline_lib.dataclass_cli import add_dataclass_arguments
 from pipeline_lib.errors import ConfigError, InputError
-from pipeline_lib.lang_code import lang_code
-from pipeline_lib.model.admin import RECURSIONS, closed_form_profile, profile_model
+from pipeline_lib.model.admin import closed_form_profile, profile_model
 from pipeline_lib.model.cli_args import add_model_arguments, model_config_from_args
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.model.transformer import build_model
 from pipeline_lib.train.loss import label_smoothed_nll_loss
+from pipeline_lib.train.profile_settings import MAX_PROFILE_TOKENS, ProfileSettings
 from pipeline_lib.train.split_data import SplitData
 
 log = logging.getLogger("pipeline_lib.profile")
-MAX_PROFILE_TOKENS = 8192
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, help="binarized data directory")
-    parser.add_argument("--source-lang", "-s", required=True, type=lang_code)
-    parser.add_argument("--target-lang", "-t", required=True, type=lang_code)
-    parser.add_argument("--output", required=True, help="profile JSON to write")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="batch size of the profiling batch")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--label-smoothing", type=float, default=0.1)
-    parser.add_argument(
-        "--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu"
-    )
-    parser.add_argument(
-        "--closed-form", action="store_true", help="admin-torch's formula instead of a profiling pass"
-    )
-    parser.add_argument(
-        "--recursion",
-        choices=RECURSIONS,
-        default="reference",
-        help="reference: next total = Var[x_i·ω_i] + Var[f_i], measured as the stream flows (the reference "
-        "code); cumulative: ω_i = sqrt(1 + Σ_{j<i} Var f_j) with every ω = 1",
-    )
+    add_dataclass_arguments(parser, ProfileSettings)
     add_model_arguments(parser)
 
 

@@ -9,6 +9,7 @@ from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate.metric_registry import METRICS
 from pipeline_lib.model.config import PRESETS, hybrid_problem
 from pipeline_lib.report.table_registry import TABLE_KINDS, Instance, instances
+from pipeline_lib.train.average_settings import AveragingRecipe
 from pipeline_lib.workflow.experiments import seed_groups
 
 
@@ -149,14 +150,14 @@ def _check_backtranslation(
 def _check_recipes(recipes: dict[str, dict[str, Any]]) -> None:
     for name, rec in recipes.items():
         # Averaging update checkpoints needs that many of them kept on disk.
-        last = rec.get("average_last", 1)
-        if rec.get("average_kind") == "update" and rec.get("keep_interval_updates", 0) < last:
+        averaging = AveragingRecipe.of(rec)
+        last, kind, bound = averaging.average_last, averaging.average_kind, averaging.average_upper_bound
+        if kind == "update" and rec.get("keep_interval_updates", 0) < last:
             fail(
                 f"recipes.{name}.keep_interval_updates",
                 f"must be >= average_last ({last}) with average_kind: update",
             )
-        bound = rec.get("average_upper_bound")
-        if bound is not None and rec.get("average_kind") == "update":
+        if bound is not None and kind == "update":
             fail(f"recipes.{name}.average_upper_bound", "bounds epoch averaging only (average_kind: epoch)")
         if bound is not None and bound < last:
             fail(

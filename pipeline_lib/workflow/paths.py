@@ -58,37 +58,6 @@ TEMPLATES: dict[str, str] = {
     "stability_table": "{results}/stability_map.md",
 }
 
-# Each job's log, under {logs}, by rule: <rule folder>/<wildcards>.log (docs/running.md).
-LOGS: dict[str, str] = {
-    "prepare_demo": "prepare_demo/{ds}.log",
-    "prepare_ding": "prepare_ding/{ds}.log",
-    "download": "download/{ds}.log",
-    "monolingual": "monolingual/{ds}.{lang}.log",
-    "download_mono": "download_mono/{ds}.{lang}.log",
-    "preprocess": "preprocess/{ds}.log",
-    "preprocess_test": "preprocess_test/{ds}.log",
-    "learn_bpe": "learn_bpe/{ds}.log",
-    "apply_bpe": "apply_bpe/{ds}.log",
-    "apply_bpe_test": "apply_bpe_test/{ds}.log",
-    "binarize": "binarize/{ds}.log",
-    "binarize_test": "binarize_test/{ds}.log",
-    "translate_backtranslation": "translate_backtranslation/{bt}/shard{shard}-of-{shards}.log",
-    "bt_mix": "bt_mix/{bt}.log",
-    "profile_admin": "profile_admin/{exp}.log",
-    "train": "train/{exp}.log",
-    "train_backtranslation": "train_backtranslation/{exp}.log",
-    "average": "average/{exp}.log",
-    "translate": "translate/{exp}.{split}.log",
-    "score": "score/{exp}.{split}.log",
-    "significance": "significance/{table}.log",
-    "analyze": "analyze/analysis.log",
-    "report_spec": "report/spec.log",
-    "curves_spec": "report/curves_spec.log",
-    "report": "report/tables.log",
-    "learning_curves": "report/learning_curves.log",
-    "stability_map": "report/stability_map.log",
-}
-
 
 def fill_roots(template: str, roots: dict[str, str]) -> str:
     """The template with its root filled and every wildcard kept (str.format would demand them all)."""
@@ -104,7 +73,6 @@ class Paths:
     def __init__(self, workdir: str, results: str, logs: str) -> None:
         self.roots = {"workdir": workdir, "results": results, "logs": logs}
         self.patterns = {name: fill_roots(t, self.roots) for name, t in TEMPLATES.items()}
-        self.logs = {rule: f"{logs}/{t}" for rule, t in LOGS.items()}
 
     def __getattr__(self, name: str) -> str:
         # only reached for names that are not real attributes: the table's entries
@@ -117,6 +85,7 @@ class Paths:
         """Pattern ``name`` with its wildcards filled (a missing one raises KeyError naming it)."""
         return self.patterns[name].format(**wildcards)
 
-    def log(self, rule: str) -> str:
-        """The log pattern of ``rule``."""
-        return self.logs[rule]
+    def log(self, rule: str, name: str) -> str:
+        """The log pattern of a job of ``rule``: ``<logs>/<rule>/<name>.log``, ``name`` made of the
+        job's wildcards (each rule file's partner gives its rules' names: workflow/rules/)."""
+        return f"{self.roots['logs']}/{rule}/{name}.log"

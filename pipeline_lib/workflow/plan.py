@@ -10,14 +10,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline_lib.divergence.rule import describe_rule
 from pipeline_lib.model.config import PRESETS as ARCH_PRESETS
-from pipeline_lib.model.config import model_recipe_defaults, model_recipe_pairs
+from pipeline_lib.model.config import model_recipe_pairs
 from pipeline_lib.model.memory_estimate import Recipe as MemoryRecipe
 from pipeline_lib.model.memory_estimate import Shape, estimate_training_memory
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.report.table_registry import instances
-from pipeline_lib.train.config import recipe_defaults, stuck_after
 from pipeline_lib.workflow.card_shape import Card, JobShape, job_resources, shape_for_card, token_cap
 from pipeline_lib.workflow.crossref import check_references
 from pipeline_lib.workflow.experiments import all_experiments, expand_group_names, seed_groups
@@ -411,12 +409,6 @@ class Plan:
         markers = [self.tok_marker(ds, split) for split in ("valid", self.split)]
         return list(dict.fromkeys(markers))
 
-    def data_markers(self, ds: str) -> list[str]:
-        """The meta.json files whose cleaning counts the report shows: preprocess's, and apply-bpe's
-        when it cleans (``clean_after: bpe``)."""
-        after_bpe = any(self.cleaned_after_bpe(ds, split) for split in ("train", "valid"))
-        return self.preprocess_markers(ds) + ([self.bpe_marker(ds)] if after_bpe else [])
-
     def bpe_marker(self, ds: str) -> str:
         return self.paths.of("bpe", ds=ds)
 
@@ -477,95 +469,6 @@ class Plan:
         # the baseline first: the plots compare each system with it; a seed group by its first run
         rows = [tables["table1"]["baseline"], *tables["table1"]["rows"]]
         return list(dict.fromkeys(self.seed_groups.get(n, [n])[0] for n in rows))
-
-    def experiment_info(self, name: str) -> dict[str, Any]:
-        exp = self.experiments[name]
-        width = self.width(name)
-        return {
-            "label": exp.get("label", name),
-            "dataset": exp["dataset"],
-            "encoder_layers": exp["encoder_layers"],
-            "decoder_layers": exp["decoder_layers"],
-            "width": width.get("label", exp["width"]),
-            "d_model": width.get("d_model"),
-            "residual": exp["residual"],
-            # only where set: every other report spec (and its digest) stays as it was
-            **({"decoder_residual": exp["decoder_residual"]} if exp.get("decoder_residual") else {}),
-            "init": exp.get("init", "xavier"),
-            "backtranslation": exp.get("backtranslation"),
-            "seed": exp.get("seed", 1),
-            "lr": self.recipe(name)["lr"],
-            "recipe": self.recipe(name),  # the tables name the settings where rows differ
-            "decoding": {"name": self.decoding_of(name), **self.config["decoding"][self.decoding_of(name)]},
-            "score": self.score_file(name),
-            "status": self.status_file(name),
-            "train_log": self.train_log(name),
-        }
-
-    def report_spec(self) -> dict[str, Any]:
-        spec = {
-            "split": self.split,
-            "experiments": {n: self.experiment_info(n) for n in self.table_experiments()},
-            "tables": self.config["tables"],
-            "groups": {
-                g: {"label": self.config["experiments"][g].get("label", g), "runs": runs}
-                for g, runs in self.seed_groups.items()
-                if g in self.table_names()
-            },
-            "significance": {t: self.significance_file(t) for t in self.significance},
-            "alpha": self.evaluation["alpha"],
-            "translation_floor": self.evaluation["translation_floor"],
-            "paper_tolerance": self.evaluation["paper_tolerance"],
-            "tables_path": self.paths.tables,
-            "data": {ds: self.data_markers(ds) for ds in self.report_datasets()},
-        }
-        if self.stability:
-            spec["stability"] = {
-                "runs": {
-                    n: {
-                        **e["stability"],
-                        "status": self.status_file(n),
-                        "train_log": self.train_log(n),
-                        "score": self.score_file(n) if self.stability.get("decode") else None,
-                    }
-                    for n, e in self.stability_runs.items()
-                },
-                **{
-                    k: self.stability.get(k)
-                    for k in ("methods", "lrs", "betas2", "depths", "max_update", "paper")
-                },
-                **self.stability_setup(),
-            }
-        return spec
-
-    def stability_setup(self) -> dict[str, Any]:
-        """The map's recipe and divergence rule in words (every run of the grid shares them)."""
-        first = next(iter(self.stability_runs))
-        rec = {
-            **recipe_defaults(),
-            **model_recipe_defaults(),
-            **self.recipe(first),
-        }  # as the trainer reads it
-        stab = self.stability or {}
-        window, warmup = rec["divergence_window"], rec["warmup_updates"]
-        after = stuck_after(rec["divergence_after"], warmup, window)
-        width = self.width(first)
-        setup = (
-            f"{width.get('label', stab['width'])} models on {stab['dataset']}: {rec['optimizer']} "
-            f"with beta1 {rec['adam_betas'][0]}, "
-            + ("no warm-up" if warmup == 0 else f"{warmup} warm-up updates")
-            + f", a {rec['lr_scheduler']} learning rate, {stab['max_update']} updates of "
-            f"at most {rec['max_tokens']} target tokens, dropout {rec['dropout']}"
-            + (f", {rec['amp']}" if rec.get("amp", "none") != "none" else "")
-            + "; seeds "
-            f"{', '.join(str(s) for s in stab.get('seeds', [1]))}."
-        )
-        text = describe_rule(rec["divergence_threshold"], window, after, rec.get("amp", "none"))
-        return {"setup": setup, "rule": {"text": text}}
-
-    def report_datasets(self) -> list[str]:
-        """The datasets of the tabled experiments, whose cleaning counts the report shows."""
-        return list(dict.fromkeys(self.eval_dataset(n) for n in self.table_experiments()))
 
     def stability_scores(self) -> list[str]:
         """The grid runs' score files when the map is decoded (Admin Figure 10 shows BLEU per cell)."""

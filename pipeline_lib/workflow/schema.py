@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline_lib.backtranslation.mix_settings import MixSettings
 from pipeline_lib.data.apply_subword import ApplySettings
 from pipeline_lib.data.binarize import BinarizeSettings
 from pipeline_lib.data.learn_subword import LearnSettings
@@ -24,10 +25,13 @@ from pipeline_lib.data.preprocess import PreprocessSettings
 from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, TED_RECIPES
 from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate.significance_settings import SignificanceSettings
 from pipeline_lib.field_spec import json_schema
 from pipeline_lib.model.config import HYBRID_RESIDUALS, INITS, PRESETS, ModelConfig
 from pipeline_lib.model.registry import residual_names
+from pipeline_lib.train.average_settings import AveragingRecipe
 from pipeline_lib.train.config import TrainConfig
+from pipeline_lib.train.profile_settings import ProfileSettings
 from pipeline_lib.workflow.bounded_yaml import check_expanded_size, shorten
 
 SCHEMA_FILE = Path("workflow") / "schemas" / "config.schema.yaml"
@@ -48,13 +52,25 @@ ENUMS: dict[str, Callable[[], Sequence[str]]] = {
 
 # part -> (dataclass, the metadata key marking the fields that go in it)
 GENERATED: dict[str, list[tuple[type, str]]] = {
-    "recipe": [(TrainConfig, "recipe"), (ModelConfig, "recipe")],  # recipes and experiment overrides
+    # recipes and experiment overrides: the trainer's and the model's settings, and the keys the
+    # workflow turns into the profile and average stages' flags
+    "recipe": [
+        (TrainConfig, "recipe"),
+        (ModelConfig, "recipe"),
+        (ProfileSettings, "recipe"),
+        (AveragingRecipe, "recipe"),
+    ],
     "decoding": [(SearchConfig, "decoding")],  # the entries of `decoding` (translate's search flags)
     # a dataset's data-stage blocks
     "preprocess": [(PreprocessSettings, "preprocess")],
     "subword": [(LearnSettings, "subword"), (ApplySettings, "subword")],
     "binarize": [(BinarizeSettings, "binarize")],
+    "evaluation": [(SignificanceSettings, "evaluation")],  # the paired bootstrap's settings
+    "backtranslation": [(MixSettings, "backtranslation")],  # an entry's mixing settings
 }
+# Parts whose defaults the schema fills in (the workflow reads the keys itself); a recipe's or a
+# data stage's unset key is left to the stage's own default.
+FILLED = {"evaluation", "backtranslation"}
 
 
 def _fill_defaults(validator_class: type) -> type:
@@ -85,7 +101,7 @@ def generated_properties(part: str) -> dict[str, dict[str, Any]]:
     """The schema properties of the dataclass fields that make up ``part``."""
     props: dict[str, dict[str, Any]] = {}
     for cls, marker in GENERATED[part]:
-        props.update(json_schema(cls, marker))
+        props.update(json_schema(cls, marker, defaults=part in FILLED))
     return props
 
 

@@ -43,7 +43,7 @@ def test_defaults_are_one_copy_of_the_real_data_and_the_bt_tag(tmp_path: Path) -
     (tmp_path / "syn").write_text("  s1  \n")
     (tmp_path / "mono").write_text(" m1 \n")
     args = _parse(tmp_path)
-    assert (args.upsample_real, args.no_tag, args.tag) == (1, False, "<BT>")
+    assert (args.upsample_real, args.tagged, args.tag) == (1, True, "<BT>")
     assert mix.run(args) == 0
     out = tmp_path / "out"
     assert (out / "train.en").read_text() == "e0\ne1\n<BT> s1\n"  # stripped, one space after the tag

@@ -23,6 +23,7 @@ from pipeline_lib.cli import EXIT_USAGE, main
 from pipeline_lib.report.tables import render_data
 from pipeline_lib.workflow import Commands
 from pipeline_lib.workflow.cli_check_config import check
+from pipeline_lib.workflow.rules import ReportRules
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -215,7 +216,7 @@ def test_valid_evaluation_reads_the_bpe_stage_copies(tmp_path: Path, monkeypatch
     assert plan.ref_marker("wmt14_en_fr", "valid") == f"{bpe}/meta.json"
     # test is never cleaned: its references stay preprocess's
     assert f"{plan.data_dir('wmt14_en_fr', 'tok-test')}/test.ref.fr" in Commands(plan).score(name, "test")
-    assert plan.report_spec()["data"]["wmt14_en_fr"][-1] == f"{bpe}/meta.json"
+    assert ReportRules(plan).spec()["data"]["wmt14_en_fr"][-1] == f"{bpe}/meta.json"
 
 
 def test_sentencepiece_pieces_are_cleaned_alike(tmp_path: Path) -> None:

@@ -37,6 +37,8 @@ SUBMODULES = {
     "cpu.weight_grad_sharing",
     "cpu.gemm_names",
     "decode.search_config",  # the search settings, torch-free: the workflow schema reads them
+    "evaluate.significance_settings",  # likewise the paired bootstrap's
+    "backtranslation.mix_settings",  # and bt-mix's
     "decode.decoding_entry",  # --decoding NAME: a workflow config's decoding entry as translate flags
 }
 # The CPU fast path plugs into the model from outside: the model imports nothing from cpu/.
@@ -71,13 +73,23 @@ ALLOWED: dict[str, set[str]] = {
     "decode.search_config": set(),
     # reads a workflow config as snakemake would (validated, file:line errors), inside the function
     "decode.decoding_entry": {"workflow", "decode.search_config"},
-    "evaluate": {"data", "divergence"},  # data: the Moses test-set tokenization tokenized BLEU needs
-    "backtranslation": {"data"},
+    "evaluate": {"data", "divergence", "evaluate.significance_settings"},
+    "evaluate.significance_settings": set(),
+    "backtranslation.mix_settings": set(),  # data: the Moses test-set tokenization tokenized BLEU needs
+    "backtranslation": {"data", "backtranslation.mix_settings"},
     # export maps a checkpoint and the decoder's settings into the peers' terms (fairseq, CTranslate2)
     "export": {"data", "model", "checkpoint", "decode", "decode.search_config", "decode.decoding_entry"},
     "report": {"divergence"},
     # data: the data stages' settings (their flags and schema keys)
-    "workflow": {"data", "model", "train", "divergence", "decode.search_config"},
+    "workflow": {
+        "data",
+        "model",
+        "train",
+        "divergence",
+        "decode.search_config",
+        "evaluate.significance_settings",
+        "backtranslation.mix_settings",
+    },
     "job_signals": set(),
     "cli": set(),
     "__main__": {"cli", "job_signals"},

@@ -20,6 +20,7 @@ from pipeline_lib.evaluate import metric_registry as MR
 from pipeline_lib.report import table_registry as TR
 from pipeline_lib.report.tables import render
 from pipeline_lib.workflow import Plan
+from pipeline_lib.workflow.rules import ReportRules
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ def score(plan: Plan, name: str, tmp_path: Path, metrics: list[str]) -> None:
 
 
 def report(plan: Plan) -> str:
-    spec = plan.report_spec()
+    spec = ReportRules(plan).spec()
     spec["data"] = {}  # no data or significance stage ran here: no cleaning counts, no marks
     spec["significance"] = {}
     return render(spec)
@@ -138,7 +139,7 @@ def test_a_registered_table_kind_is_planned_checked_and_rendered(tmp_path: Path,
     }
     plan = Plan(config(tmp_path, tables))
     assert plan.table_experiments() == ["demo_6L6L_postln", "demo_12L6L_preln"]
-    assert "demo_12L6L_preln" in plan.report_spec()["experiments"]
+    assert "demo_12L6L_preln" in ReportRules(plan).spec()["experiments"]
     for name in plan.table_experiments():
         score(plan, name, tmp_path, ["bleu"])
     text = report(plan)

@@ -23,6 +23,7 @@ import yaml
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.report.tables import render
 from pipeline_lib.workflow import Plan
+from pipeline_lib.workflow.rules import ReportRules
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def test_seeds_expand_into_one_run_per_seed_named_after_the_group():
     # the workflow builds, scores and reports every run; a group row has no paired bootstrap
     assert {plan.score_file(r) for r in runs} <= set(plan.all_targets())
     assert plan.table_experiments() == ["demo_6L6L_postln", *runs]
-    assert plan.report_spec()["groups"] == {"admin_mean": {"label": "6L-6L Admin", "runs": runs}}
+    assert ReportRules(plan).spec()["groups"] == {"admin_mean": {"label": "6L-6L Admin", "runs": runs}}
     assert plan.significance == {}
 
 
@@ -135,7 +136,7 @@ def write_run(tmp: Path, name: str, info: dict, bleu: float, diverged: bool = Fa
 def group_cells(tmp: Path, bleus: dict[int, float], diverged: set[int]) -> tuple[str, dict[str, str]]:
     """The rendered report, and Table 1's cells of the group's row by column header."""
     plan = plan_of(grouped_demo())
-    spec = plan.report_spec()
+    spec = ReportRules(plan).spec()
     spec.pop("data")
     for name, info in spec["experiments"].items():
         seed = info["seed"]

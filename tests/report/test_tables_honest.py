@@ -26,6 +26,7 @@ from pipeline_lib.report.paper import PaperColumns
 from pipeline_lib.report.seed_groups import load_groups
 from pipeline_lib.report.tables import DAGGER, render, render_table1
 from pipeline_lib.workflow import Commands
+from pipeline_lib.workflow.rules import ReportRules
 from pipeline_lib.workflow.schema import validate_config
 from tests.workflow.test_plan import DEMO, REPO, SCHEMA, plan_of
 
@@ -102,7 +103,7 @@ def build_spec(
     tmp: Path, cfg: dict, outputs: dict[str, list[str]], matrix: bool = False, ppl: dict | None = None
 ) -> dict:
     plan = plan_of(cfg)
-    spec = plan.report_spec()
+    spec = ReportRules(plan).spec()
     spec.pop("data")
     spec.pop("stability", None)
     for name, info in spec["experiments"].items():
@@ -203,10 +204,10 @@ def test_a_baseline_below_the_floor_takes_every_mark_and_all_below_leads_with_de
 
 
 def test_the_floor_is_a_config_key_carried_to_the_report():
-    assert plan_of(DEMO).report_spec()["translation_floor"] == 1.0
+    assert ReportRules(plan_of(DEMO)).spec()["translation_floor"] == 1.0
     cfg = copy.deepcopy(DEMO)
     cfg["evaluation"]["translation_floor"] = 0.0
-    assert plan_of(cfg).report_spec()["translation_floor"] == 0.0
+    assert ReportRules(plan_of(cfg)).spec()["translation_floor"] == 0.0
     cfg["evaluation"]["translation_floor"] = -1
     with pytest.raises(ConfigError, match=r"evaluation\.translation_floor"):
         validate_config(cfg, SCHEMA)
@@ -279,7 +280,7 @@ def test_a_paper_number_for_a_name_outside_its_table_is_refused():
 
 def test_table1_shows_ours_the_papers_and_the_rows_within_tolerance():
     cfg = yaml.safe_load((REPO / "config.wmt14_en_fr.yaml").read_text())
-    spec = plan_of(cfg).report_spec()
+    spec = ReportRules(plan_of(cfg)).spec()
     ours = {"enfr_6L6L_default": 41.0, "enfr_6L6L_admin": 40.6, "enfr_60L12L_default": None,
             "enfr_60L12L_admin": 43.9}  # fmt: skip
     runs = {}
@@ -330,7 +331,7 @@ def test_the_dlcl_table_shows_wangs_eval_under_its_own_label():
     from pipeline_lib.report.marks import Significance
 
     cfg = yaml.safe_load((REPO / "config.wmt14_en_de_dlcl_lipschitz.yaml").read_text())
-    spec = plan_of(cfg).report_spec()
+    spec = ReportRules(plan_of(cfg)).spec()
     t1 = cfg["tables"]["table1"]
     runs = {}
     table1_rows = [t1["baseline"], *t1["rows"]]  # first, in order: their scores are checked below

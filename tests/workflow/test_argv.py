@@ -21,7 +21,7 @@ import yaml
 
 from pipeline_lib.cli import build_parser
 from pipeline_lib.workflow import Commands, Plan
-from pipeline_lib.workflow.argv import flag, flags, recipe_pairs, recipe_value
+from pipeline_lib.workflow.flags import flag, flags, recipe_pairs, recipe_value
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def _other_value(spec: dict[str, Any], default: Any) -> Any:
         return spec["items"]["enum"][:1]
     if spec.get("type") == "boolean":
         return not default
-    return 7 if spec.get("type") == "integer" else spec.get("maximum", 5) / 2
+    return 7 if spec.get("type") == "integer" else spec.get("maximum", spec.get("exclusiveMaximum", 5)) / 2
 
 
 def _data_stage_settings() -> list[tuple[str, type, str, Callable[[Commands, str], str]]]:
@@ -191,6 +191,104 @@ def test_every_data_stage_key_of_the_schema_reaches_the_stage_settings(block, cl
         settings = dataclass_from_args(cls, parse(stage, command(Commands(plan_of(cfg)), ds)))
         expected = tuple(value) if isinstance(value, list) else value
         assert getattr(settings, key) == expected != defaults[key], key
+
+
+def _first_profiled_recipe(cfg: dict[str, Any]) -> dict[str, Any]:
+    plan = plan_of(cfg)
+    return cfg["recipes"][plan.experiments[plan.profiled_names()[0]]["recipe"]]
+
+
+def _renamed_key_stages() -> list[tuple[str, type, str, Callable, str, Callable[[Commands], str]]]:
+    from pipeline_lib.backtranslation.mix_settings import MixSettings
+    from pipeline_lib.evaluate.significance_settings import SignificanceSettings
+    from pipeline_lib.train.profile_settings import ProfileSettings
+
+    def first_profiled(c: Commands) -> str:
+        return c.plan.profiled_names()[0]
+
+    return [
+        ("config.yaml", SignificanceSettings, "evaluation", lambda cfg: cfg.setdefault("evaluation", {}),
+         "significance", lambda c: c.significance(next(iter(c.plan.significance)))),
+        ("config.demo_bt.yaml", MixSettings, "backtranslation",
+         lambda cfg: next(iter(cfg["backtranslation"].values())),
+         "bt-mix", lambda c: c.bt_mix(next(iter(c.plan.backtranslation)))),
+        ("config.yaml", ProfileSettings, "recipe", _first_profiled_recipe,
+         "profile", lambda c: c.profile(first_profiled(c))),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "config_name,cls,marker,block_of,stage,command",
+    _renamed_key_stages(),
+    ids=lambda v: v if isinstance(v, str) and not v.startswith("config") else None,
+)
+def test_every_stage_key_of_the_schema_reaches_its_field_under_the_configs_name(
+    config_name, cls, marker, block_of, stage, command
+):
+    """bootstrap_samples is significance's --n-samples, profile_seed profile's --seed, tagged bt-mix's
+    inverted --no-tag: each generated key, set to a value other than the config's default, must arrive
+    in the field it names."""
+    import dataclasses
+
+    from pipeline_lib.dataclass_cli import config_keys
+    from pipeline_lib.field_spec import json_schema
+    from pipeline_lib.workflow.schema import FILLED
+
+    specs = json_schema(cls, marker, defaults=marker in FILLED)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    keys = config_keys(cls, marker)
+    assert keys
+    for key, name in keys.items():
+        cfg = load(config_name)
+        if "default" in specs[key]:  # a key the schema fills in: left out, the stage gets that value
+            block_of(cfg).pop(key, None)
+            args = parse(stage, command(Commands(plan_of(cfg))))
+            assert getattr(args, name) == specs[key]["default"], key
+        default = specs[key].get("default", fields[name].default)
+        value = _other_value(specs[key], default)
+        block_of(cfg)[key] = value
+        args = parse(stage, command(Commands(plan_of(cfg))))
+        assert getattr(args, name) == value != default, key
+
+
+def test_an_entry_without_tagged_mixes_untagged_as_edunov_et_al():
+    cfg = load("config.demo_bt.yaml")
+    entry = next(iter(cfg["backtranslation"].values()))
+    entry.pop("tagged", None)
+    args = parse("bt-mix", Commands(plan_of(cfg)).bt_mix(next(iter(cfg["backtranslation"]))))
+    assert args.tagged is False and args.upsample_real == entry.get("upsample_real", 1)
+
+
+def test_averaging_keys_choose_the_average_flags_and_default_to_the_last_five_epochs():
+    cfg = load("config.yaml")
+    name = next(iter(plan_of(cfg).experiments))
+    recipe = cfg["recipes"][plan_of(cfg).experiments[name]["recipe"]]
+    for key in ("average_last", "average_kind", "average_upper_bound"):
+        recipe.pop(key, None)
+    args = parse("average", Commands(plan_of(cfg)).average(name))
+    assert (args.num_epoch_checkpoints, args.num_update_checkpoints, args.checkpoint_upper_bound) == (
+        5,
+        None,
+        None,
+    )
+    recipe.update(average_last=3, average_upper_bound=4, keep_last_epochs=-1)
+    args = parse("average", Commands(plan_of(cfg)).average(name))
+    assert (args.num_epoch_checkpoints, args.checkpoint_upper_bound) == (3, 4)
+
+
+def test_update_averaging_without_average_last_needs_the_five_it_averages_kept():
+    """average_last defaults to 5 in the average flags, so the keep check counts 5 too."""
+    from pipeline_lib.errors import ConfigError
+
+    cfg = load("config.yaml")
+    recipe_name = plan_of(cfg).experiments[next(iter(plan_of(cfg).experiments))]["recipe"]
+    recipe = cfg["recipes"][recipe_name]
+    recipe.pop("average_last", None)
+    recipe.update(average_kind="update", keep_interval_updates=4)
+    with pytest.raises(ConfigError, match=r"keep_interval_updates.*average_last \(5\)"):
+        plan_of(cfg)
+    recipe["keep_interval_updates"] = 5
+    plan_of(cfg)
 
 
 def test_preprocess_switches_follow_the_config_and_omitted_keys_keep_the_stage_defaults():
@@ -289,10 +387,10 @@ def test_back_translation_mix_and_shards_reach_their_stages():
     bt, spec = next(iter(plan.backtranslation.items()))
     args = parse("bt-mix", Commands(plan).bt_mix(bt))
     assert [str(p) for p in args.synthetic_src] == plan.bt_shard_files(bt)
-    assert args.no_tag is (not spec["tagged"]) and args.upsample_real == spec.get("upsample_real", 1)
+    assert args.tagged is spec["tagged"] and args.upsample_real == spec.get("upsample_real", 1)
     untagged = copy.deepcopy(cfg)
     untagged["backtranslation"][bt]["tagged"] = not spec["tagged"]
-    assert parse("bt-mix", Commands(plan_of(untagged)).bt_mix(bt)).no_tag is spec["tagged"]
+    assert parse("bt-mix", Commands(plan_of(untagged)).bt_mix(bt)).tagged is (not spec["tagged"])
     shard = parse("translate", Commands(plan).backtranslate(bt, spec["shards"] - 1, 2))
     assert shard.shard == (spec["shards"] - 1, spec["shards"]) and shard.threads == 2
 

@@ -18,6 +18,7 @@ from pipeline_lib.cli import build_parser
 from pipeline_lib.workflow import Commands
 from pipeline_lib.workflow.cli_check_config import check
 from pipeline_lib.workflow.cli_plan import effective_batch
+from pipeline_lib.workflow.rules import ReportRules
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -154,7 +155,7 @@ def test_iwslt14_fig10_config_resolves_to_its_sources_values(monkeypatch):
     # every cell is decoded and scored, and the map reads each cell's score
     grid_runs = set(plan.stability_runs)
     assert {plan.score_file(n) for n in grid_runs} <= set(plan.all_targets())
-    spec_runs = plan.report_spec()["stability"]["runs"]
+    spec_runs = ReportRules(plan).spec()["stability"]["runs"]
     assert {spec_runs[n]["score"] for n in grid_runs} == {plan.score_file(n) for n in grid_runs}
 
 

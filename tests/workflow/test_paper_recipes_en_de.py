@@ -23,6 +23,7 @@ from pipeline_lib.workflow import Commands
 from pipeline_lib.workflow.cli_check_config import check
 from pipeline_lib.workflow.cli_plan import effective_batch
 from pipeline_lib.workflow.crossref import check_references
+from pipeline_lib.workflow.rules import ReportRules
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "config.wmt14_en_de.yaml"
@@ -120,9 +121,11 @@ def test_en_de_data_is_prepared_as_transformer_clinic_does(monkeypatch):
 def test_admin_table_1s_hybrid_is_labelled_by_both_layouts_and_refused_under_admin(monkeypatch):
     monkeypatch.chdir(REPO)
     plan = check([Path(CONFIG)], REPO)
-    info = plan.experiment_info("t1_ende_18L18L_hybrid")
+    info = ReportRules(plan).experiment_info("t1_ende_18L18L_hybrid")
     assert layout_label(info) == "Post-LN enc., Pre-LN dec."
-    assert "decoder_residual" not in plan.experiment_info("t2_ende_18L18L_preln")  # others' specs unchanged
+    assert "decoder_residual" not in ReportRules(plan).experiment_info(
+        "t2_ende_18L18L_preln"
+    )  # others' specs unchanged
     cfg = copy.deepcopy(plan.config)
     cfg["experiments"]["t1_ende_18L18L_hybrid"]["residual"] = "admin"
     with pytest.raises(ConfigError, match=r"'experiments.t1_ende_18L18L_hybrid.decoder_residual'"):

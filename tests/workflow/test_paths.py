@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from pipeline_lib.workflow import Plan
-from pipeline_lib.workflow.paths import LOGS, TEMPLATES, Paths
+from pipeline_lib.workflow.paths import TEMPLATES, Paths
+from pipeline_lib.workflow.rules import rule_logs
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,8 +74,9 @@ def test_every_file_of_the_dag_matches_a_pattern_of_the_table(case):
     unmatched = [(r, p) for r, p in unmatched if not any(rx.match(p) for rx in outputs)]
     assert not unmatched, unmatched
     # a job's log is its own rule's pattern
+    logs = rule_logs()
     wrong_logs = [
-        (r, p) for r, kind, p in files if kind == "log" and not as_regex(plan.paths.log(r)).match(p)
+        (r, p) for r, kind, p in files if kind == "log" and not as_regex(plan.paths.log(r, logs[r])).match(p)
     ]
     assert not wrong_logs, wrong_logs
 
@@ -119,14 +121,14 @@ def test_the_table_has_one_pattern_per_file_and_a_log_per_rule():
     patterns = list(Paths("w", "r", "l").patterns.values())
     assert len(set(patterns)) == len(patterns)
     rules = {m for f in RULES for m in re.findall(r"^(?:rule|use rule \w+ as) (\w+)", f.read_text(), re.M)}
-    assert rules - {"all"} == set(LOGS)
+    assert rules - {"all"} == set(rule_logs())
 
 
 def test_roots_are_filled_and_wildcards_kept():
     paths = Paths("/scratch/w", "res", "res/logs")
     assert paths.trained == "/scratch/w/experiments/{exp}/trained.json"
     assert paths.of("score", exp="a", split="test") == "res/experiments/a/test.score.json"
-    assert paths.log("translate") == "res/logs/translate/{exp}.{split}.log"
+    assert paths.log("translate", "{exp}.{split}") == "res/logs/translate/{exp}.{split}.log"
     with pytest.raises(KeyError, match="split"):
         paths.of("score", exp="a")
     with pytest.raises(AttributeError, match="no path named 'traned'"):

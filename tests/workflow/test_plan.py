@@ -16,8 +16,9 @@ import yaml
 
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.workflow import Commands, Plan
-from pipeline_lib.workflow.argv import flag, flags
+from pipeline_lib.workflow.flags import flag, flags
 from pipeline_lib.workflow.plan import regex
+from pipeline_lib.workflow.rules import ReportRules
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +77,7 @@ def test_stability_grid_expands_method_depth_lr_beta2_seed(demo: Plan):
     assert recipe["lr"] == lr and recipe["adam_betas"][1] == beta2
     assert recipe["max_update"] == spec["max_update"]
     assert recipe["warmup_updates"] == spec.get("warmup_updates", recipe["warmup_updates"]) == 0
-    setup = demo.stability_setup()
+    setup = ReportRules(demo).stability_setup()
     assert "no warm-up" in setup["setup"] and "stuck" in setup["rule"]["text"]
 
 
@@ -133,7 +134,7 @@ def test_significance_sets_and_report_spec(demo: Plan):
     base, systems, matrix = demo.significance["residual"]
     assert base == "demo_6L6L_postln" and "demo_6L6L_postln" not in systems and not matrix
     assert demo.significance["table3"][2] is True
-    spec = demo.report_spec()
+    spec = ReportRules(demo).spec()
     assert set(spec["experiments"]) == set(demo.table_experiments())
     info = spec["experiments"]["demo_2L2L_preln_wide"]
     assert info["score"] == "results/experiments/demo_2L2L_preln_wide/test.score.json"
@@ -141,7 +142,7 @@ def test_significance_sets_and_report_spec(demo: Plan):
     assert len(spec["stability"]["runs"]) == len(demo.stability_runs)
     cfg = copy.deepcopy(DEMO)
     cfg["results"] = "out/enfr"
-    assert plan_of(cfg).report_spec()["tables_path"] == "out/enfr/tables.md"  # the header's rerun hint
+    assert ReportRules(plan_of(cfg)).spec()["tables_path"] == "out/enfr/tables.md"  # the header's rerun hint
     assert "results/plots/stability_map.png" in demo.all_targets()
 
 

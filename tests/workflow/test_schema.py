@@ -35,21 +35,28 @@ def marked(cls: type, marker: str) -> set[str]:
 
 
 def recipe_props(schema: dict) -> dict[str, Any]:
-    return schema["definitions"]["recipe"]["properties"]
+    return schema["definitions"]["recipe"].get("properties", {})
 
 
 def decoding_props(schema: dict) -> dict[str, Any]:
     return schema["properties"]["decoding"]["additionalProperties"]["properties"]
 
 
-def test_recipe_keys_are_the_recipe_fields_plus_the_workflows_own():
-    own = set(recipe_props(RAW))  # the keys only the workflow reads, declared in the YAML
-    fields = marked(TrainConfig, "recipe") | marked(ModelConfig, "recipe")
-    assert not own & fields, "a recipe field is declared in the YAML too"
-    assert set(recipe_props(SCHEMA)) == fields | own
+def test_recipe_keys_are_the_marked_fields_under_their_config_names():
+    """Every recipe key is a field: the trainer's and the model's under their own names, the profile
+    and average stages' under the names the config gives them (profile_seed is --seed)."""
+    from pipeline_lib.dataclass_cli import config_keys
+    from pipeline_lib.train.average_settings import AveragingRecipe
+    from pipeline_lib.train.profile_settings import ProfileSettings
     from pipeline_lib.workflow.argv import WORKFLOW_RECIPE_KEYS
 
-    assert set(WORKFLOW_RECIPE_KEYS) == own  # the keys the command builders read themselves
+    assert not recipe_props(RAW), "a recipe key is declared in the YAML"
+    fields = marked(TrainConfig, "recipe") | marked(ModelConfig, "recipe")
+    stages = {**config_keys(ProfileSettings, "recipe"), **config_keys(AveragingRecipe, "recipe")}
+    assert stages["profile_seed"] == "seed" and stages["admin_recursion"] == "recursion"
+    assert not fields & set(stages)
+    assert set(recipe_props(SCHEMA)) == fields | set(stages)
+    assert set(WORKFLOW_RECIPE_KEYS) == set(stages)  # the keys the command builders read themselves
 
 
 def test_recipes_and_overrides_share_one_definition():

@@ -1,6 +1,10 @@
 # Checkpoint averaging (last N epoch checkpoints, or interval checkpoints with average_kind: update;
 # fp32 sums). A diverged run gets a placeholder (--skip-if-diverged).
 
+AVERAGE = AverageRules(
+    PLAN
+)  # this file's partner: pipeline_lib/workflow/rules/average.py
+
 
 rule average:
     input:
@@ -8,7 +12,7 @@ rule average:
     output:
         P.checkpoint_avg,
     log:
-        P.log("average"),
+        AVERAGE.log("average"),
     conda:
         CONDA_ENV
     threads: 1
@@ -16,6 +20,6 @@ rule average:
         mem_mb=4000,
         runtime=30,
     params:
-        args=lambda wc: CMD.average(wc.exp),
+        args=lambda wc: AVERAGE.average(wc.exp),
     shell:
         "exec python -m pipeline_lib average {params.args} > {log:q} 2>&1"

@@ -3,15 +3,19 @@
 # `buffer_lines`); the synthetic pairs join the real bitext as the pseudo-dataset bt-<name>, which
 # `binarize` and `train_backtranslation` then use.
 
+BACKTRANSLATION = BacktranslationRules(
+    PLAN
+)  # this file's partner: pipeline_lib/workflow/rules/backtranslation.py
+
 
 rule translate_backtranslation:
     input:
-        unpack(bt_translate_inputs),
+        unpack(BACKTRANSLATION.translate_inputs),
     output:
         bpe=P.bt_shard_bpe,
         text=P.bt_shard_text,
     log:
-        P.log("translate_backtranslation"),
+        BACKTRANSLATION.log("translate_backtranslation"),
     wildcard_constraints:
         bt=regex(list(PLAN.backtranslation)),
         shard=r"\d+",
@@ -20,14 +24,11 @@ rule translate_backtranslation:
         CONDA_ENV
     threads: config["threads"]["translate"]
     resources:
-        # the reverse model's translate resources (a CPU config or smoke gpu: false asks for none)
-        gpu=lambda wc: PLAN.resources(
-            PLAN.backtranslation[wc.bt]["reverse_model"], "translate"
-        ).get("gpu", 1),
+        gpu=BACKTRANSLATION.translate_gpus,
         mem_mb=4000,
         runtime=240,
     params:
-        args=lambda wc: CMD.backtranslate(wc.bt, int(wc.shard)),
+        args=lambda wc: BACKTRANSLATION.backtranslate(wc.bt, int(wc.shard)),
     shell:
         "exec python -m pipeline_lib translate {params.args} --threads {threads}"
         " > {log:q} 2>&1"
@@ -35,12 +36,11 @@ rule translate_backtranslation:
 
 rule bt_mix:
     input:
-        real=lambda wc: PLAN.bpe_marker(PLAN.backtranslation[wc.bt]["dataset"]),
-        synthetic=lambda wc: PLAN.bt_shard_files(wc.bt),
+        unpack(BACKTRANSLATION.mix_inputs),
     output:
         P.bt_mix,
     log:
-        P.log("bt_mix"),
+        BACKTRANSLATION.log("bt_mix"),
     conda:
         CONDA_ENV
     threads: 1
@@ -48,6 +48,6 @@ rule bt_mix:
         mem_mb=4000,
         runtime=60,
     params:
-        args=lambda wc: CMD.bt_mix(wc.bt),
+        args=lambda wc: BACKTRANSLATION.bt_mix(wc.bt),
     shell:
         "exec python -m pipeline_lib bt-mix {params.args} > {log:q} 2>&1"

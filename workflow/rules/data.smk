@@ -1,11 +1,13 @@
 # Raw corpora and Moses preprocessing: work/data/<dataset>/{raw,tok}/
 
+DATA = DataRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/data.py
+
 
 rule prepare_demo:
     output:
         P.raw_splits,
     log:
-        P.log("prepare_demo"),
+        DATA.log("prepare_demo"),
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("demo")),
     conda:
@@ -15,7 +17,7 @@ rule prepare_demo:
         mem_mb=4000,
         runtime=30,
     params:
-        args=lambda wc: CMD.prepare_demo(wc.ds),
+        args=lambda wc: DATA.prepare_demo(wc.ds),
     shell:
         "exec python -m pipeline_lib prepare-demo {params.args} > {log:q} 2>&1"
 
@@ -24,7 +26,7 @@ rule prepare_ding:
     output:
         P.raw_splits,
     log:
-        P.log("prepare_ding"),
+        DATA.log("prepare_ding"),
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("ding")),
     conda:
@@ -34,7 +36,7 @@ rule prepare_ding:
         mem_mb=4000,
         runtime=30,
     params:
-        args=lambda wc: CMD.prepare_ding(wc.ds),
+        args=lambda wc: DATA.prepare_ding(wc.ds),
     shell:
         "exec python -m pipeline_lib prepare-ding {params.args} > {log:q} 2>&1"
 
@@ -43,7 +45,7 @@ rule download:
     output:
         P.raw_download,
     log:
-        P.log("download"),
+        DATA.log("download"),
     wildcard_constraints:
         ds=regex(PLAN.dataset_names("download")),
     conda:
@@ -53,7 +55,7 @@ rule download:
         mem_mb=8000,
         runtime=1440,
     params:
-        args=lambda wc: CMD.download(wc.ds),
+        args=lambda wc: DATA.download(wc.ds),
     shell:
         "exec python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
@@ -65,7 +67,7 @@ rule monolingual:
     output:
         P.raw_mono,
     log:
-        P.log("monolingual"),
+        DATA.log("monolingual"),
     wildcard_constraints:
         ds=regex(PLAN.mono_dataset_names("copy")),
     conda:
@@ -82,7 +84,7 @@ rule download_mono:
     output:
         P.raw_mono,
     log:
-        P.log("download_mono"),
+        DATA.log("download_mono"),
     wildcard_constraints:
         ds=regex(PLAN.mono_dataset_names("download")),
     conda:
@@ -92,7 +94,7 @@ rule download_mono:
         mem_mb=2000,
         runtime=1440,
     params:
-        args=lambda wc: CMD.download_mono(wc.ds),
+        args=lambda wc: DATA.download_mono(wc.ds),
     shell:
         "exec python -m pipeline_lib download {params.args} > {log:q} 2>&1"
 
@@ -103,11 +105,11 @@ rule download_mono:
 # `--workers {threads}` stays out of params: Snakemake compares only params that do not take threads.
 rule preprocess:
     input:
-        unpack(preprocess_inputs),
+        unpack(DATA.preprocess_inputs),
     output:
         P.tok,
     log:
-        P.log("preprocess"),
+        DATA.log("preprocess"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -117,7 +119,7 @@ rule preprocess:
         mem_mb=2000,
         runtime=60,
     params:
-        args=lambda wc: CMD.preprocess(wc.ds),
+        args=lambda wc: DATA.preprocess(wc.ds),
     shell:
         "exec python -m pipeline_lib preprocess {params.args} --workers {threads}"
         " > {log:q} 2>&1"
@@ -129,7 +131,7 @@ rule preprocess_test:
     output:
         P.tok_test,
     log:
-        P.log("preprocess_test"),
+        DATA.log("preprocess_test"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -139,7 +141,7 @@ rule preprocess_test:
         mem_mb=2000,
         runtime=30,
     params:
-        args=lambda wc: CMD.preprocess(wc.ds, test=True),
+        args=lambda wc: DATA.preprocess(wc.ds, test=True),
     shell:
         "exec python -m pipeline_lib preprocess {params.args} --workers {threads}"
         " > {log:q} 2>&1"

@@ -1,6 +1,8 @@
 # Decoding of the evaluation split with the averaged checkpoint (beam search, on one GPU).
 # A diverged run gets empty hypotheses, one per source line (--skip-if-diverged).
 
+DECODE = DecodeRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/decode.py
+
 
 rule translate:
     input:
@@ -11,7 +13,7 @@ rule translate:
         hyp=P.hyp,
         generate=P.generate,
     log:
-        P.log("translate"),
+        DECODE.log("translate"),
     wildcard_constraints:
         split="valid|test",
     conda:
@@ -22,7 +24,7 @@ rule translate:
         mem_mb=res_fn("translate", "mem_mb", 4000),
         runtime=res_fn("translate", "runtime", 120),
     params:
-        args=lambda wc: CMD.translate(wc.exp, wc.split),
+        args=lambda wc: DECODE.translate(wc.exp, wc.split),
     shell:
         "exec python -m pipeline_lib translate {params.args} --threads {threads}"
         " > {log:q} 2>&1"

@@ -1,12 +1,16 @@
 # Scores with signatures, paired bootstrap significance (Table 3 matrix), fine-grained analysis.
 
+EVALUATE = EvaluateRules(
+    PLAN
+)  # this file's partner: pipeline_lib/workflow/rules/evaluate.py
+
 
 rule score:
     input:
         hyp=P.hyp,
         generate=P.generate,
         trained=P.trained,
-        data=lambda wc: PLAN.ref_marker(PLAN.eval_dataset(wc.exp), wc.split),
+        data=EVALUATE.score_data,
     output:
         report(
             P.score,
@@ -14,7 +18,7 @@ rule score:
             labels={"experiment": "{exp}", "split": "{split}"},
         ),
     log:
-        P.log("score"),
+        EVALUATE.log("score"),
     wildcard_constraints:
         split="valid|test",
     conda:
@@ -24,18 +28,18 @@ rule score:
         mem_mb=2000,
         runtime=30,
     params:
-        args=lambda wc: CMD.score(wc.exp, wc.split),
+        args=lambda wc: EVALUATE.score(wc.exp, wc.split),
     shell:
         "exec python -m pipeline_lib score {params.args} > {log:q} 2>&1"
 
 
 rule significance:
     input:
-        unpack(significance_inputs),
+        unpack(EVALUATE.significance_inputs),
     output:
         P.significance,
     log:
-        P.log("significance"),
+        EVALUATE.log("significance"),
     wildcard_constraints:
         table=regex(PLAN.significance),
     conda:
@@ -45,14 +49,14 @@ rule significance:
         mem_mb=4000,
         runtime=120,
     params:
-        args=lambda wc: CMD.significance(wc.table),
+        args=lambda wc: EVALUATE.significance(wc.table),
     shell:
         "exec python -m pipeline_lib significance {params.args} > {log:q} 2>&1"
 
 
 rule analyze:
     input:
-        unpack(analysis_inputs),
+        unpack(EVALUATE.analysis_inputs),
     output:
         json=P.analysis,
         words=report(
@@ -66,7 +70,7 @@ rule analyze:
             category="Analysis",
         ),
     log:
-        P.log("analyze"),
+        EVALUATE.log("analyze"),
     conda:
         CONDA_ENV
     threads: 1
@@ -74,6 +78,6 @@ rule analyze:
         mem_mb=4000,
         runtime=60,
     params:
-        args=lambda wc: CMD.analyze(),
+        args=lambda wc: EVALUATE.analyze(),
     shell:
         "exec python -m pipeline_lib analyze {params.args} > {log:q} 2>&1"

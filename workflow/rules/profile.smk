@@ -2,6 +2,10 @@
 # experiment that owns it (itself, or with a recipe's profile_seed the first run sharing the command:
 # Plan.profile_owner) and travels inside every checkpoint, so decoding never needs it.
 
+PROFILE = ProfileRules(
+    PLAN
+)  # this file's partner: pipeline_lib/workflow/rules/profile.py
+
 
 rule profile_admin:
     input:
@@ -9,7 +13,7 @@ rule profile_admin:
     output:
         P.admin_profile,
     log:
-        P.log("profile_admin"),
+        PROFILE.log("profile_admin"),
     wildcard_constraints:
         exp=regex(PLAN.profile_owners()),
     priority: train_priority
@@ -21,6 +25,6 @@ rule profile_admin:
         mem_mb=res_fn("profile_admin", "mem_mb", 4000),
         runtime=res_fn("profile_admin", "runtime", 30),
     params:
-        args=lambda wc: CMD.profile(wc.exp),
+        args=lambda wc: PROFILE.profile(wc.exp),
     shell:
         "exec python -m pipeline_lib profile {params.args} > {log:q} 2>&1"

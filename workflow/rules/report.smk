@@ -4,10 +4,12 @@ import os
 
 from pipeline_lib.report.spec_file import curves_spec, spec_digest, write_spec
 
+REPORT = ReportRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/report.py
+
 # The spec the report reads, with the --configfile(s) given on the command line (relative to the
 # working directory, as typed) and the Snakefile, for the tables' rerun hint.
 REPORT_SPEC = {
-    **PLAN.report_spec(),
+    **REPORT.spec(),
     **(
         {"configfiles": [os.path.relpath(f) for f in workflow.overwrite_configfiles]}
         if workflow.overwrite_configfiles
@@ -24,7 +26,7 @@ rule report_spec:
     output:
         P.report_spec,
     log:
-        P.log("report_spec"),
+        REPORT.log("report_spec"),
     params:
         spec=spec_digest(REPORT_SPEC),
     run:
@@ -36,7 +38,7 @@ rule curves_spec:
     output:
         P.curves_spec,
     log:
-        P.log("curves_spec"),
+        REPORT.log("curves_spec"),
     params:
         spec=spec_digest(CURVES_SPEC),
     run:
@@ -45,15 +47,12 @@ rule curves_spec:
 
 rule report:
     input:
+        **REPORT.table_inputs(),
         spec=P.report_spec,
-        scores=[PLAN.score_file(n) for n in PLAN.table_experiments()],
-        trained=[PLAN.trained_marker(n) for n in PLAN.table_experiments()],
-        significance=[PLAN.significance_file(t) for t in PLAN.significance],
-        data=[PLAN.ref_marker(ds) for ds in PLAN.report_datasets()],
     output:
         report(P.tables, caption="../report/tables.rst", category="Tables"),
     log:
-        P.log("report"),
+        REPORT.log("report"),
     conda:
         CONDA_ENV
     threads: 1
@@ -75,7 +74,7 @@ rule learning_curves:
             category="Plots",
         ),
     log:
-        P.log("learning_curves"),
+        REPORT.log("learning_curves"),
     conda:
         CONDA_ENV
     threads: 1
@@ -100,7 +99,7 @@ rule stability_map:
         ),
         table=P.stability_table,
     log:
-        P.log("stability_map"),
+        REPORT.log("stability_map"),
     conda:
         CONDA_ENV
     threads: 1

@@ -1,5 +1,9 @@
 # Joint subword segmentation and binarization: work/data/<dataset>/{subword,bpe,bin}/
 
+SUBWORD = SubwordRules(
+    PLAN
+)  # this file's partner: pipeline_lib/workflow/rules/subword.py
+
 
 # Memory follows the word types (591 MB at 369k types): ~5 GB at ~3M, WMT'14 En-Fr's order; 12-30 min there.
 # subword.sample_lines learns on a sample instead, bounding it by the sample's types.
@@ -9,7 +13,7 @@ rule learn_bpe:
     output:
         P.subword,
     log:
-        P.log("learn_bpe"),
+        SUBWORD.log("learn_bpe"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -19,7 +23,7 @@ rule learn_bpe:
         mem_mb=8000,
         runtime=120,
     params:
-        args=lambda wc: CMD.learn_bpe(wc.ds),
+        args=lambda wc: SUBWORD.learn_bpe(wc.ds),
     shell:
         "exec python -m pipeline_lib learn-bpe {params.args} --workers {threads}"
         " > {log:q} 2>&1"
@@ -33,7 +37,7 @@ rule apply_bpe:
     output:
         P.bpe,
     log:
-        P.log("apply_bpe"),
+        SUBWORD.log("apply_bpe"),
     wildcard_constraints:
         ds=regex(PLAN.datasets),
     conda:
@@ -43,7 +47,7 @@ rule apply_bpe:
         mem_mb=2000,
         runtime=60,
     params:
-        args=lambda wc: CMD.apply_bpe(wc.ds),
+        args=lambda wc: SUBWORD.apply_bpe(wc.ds),
     shell:
         "exec python -m pipeline_lib apply-bpe {params.args} --workers {threads}"
         " > {log:q} 2>&1"
@@ -56,10 +60,10 @@ use rule apply_bpe as apply_bpe_test with:
     output:
         P.bpe_test,
     log:
-        P.log("apply_bpe_test"),
+        SUBWORD.log("apply_bpe_test"),
     threads: 1
     params:
-        args=lambda wc: CMD.apply_bpe(wc.ds, test=True),
+        args=lambda wc: SUBWORD.apply_bpe(wc.ds, test=True),
 
 
 # 115 MB on 2 workers; ~12 min for En-Fr (its main process, which writes, is the bound).
@@ -69,7 +73,7 @@ rule binarize:
     output:
         P.bin,
     log:
-        P.log("binarize"),
+        SUBWORD.log("binarize"),
     conda:
         CONDA_ENV
     threads: config["threads"]["data"]
@@ -77,7 +81,7 @@ rule binarize:
         mem_mb=2000,
         runtime=60,
     params:
-        args=lambda wc: CMD.binarize(wc.ds),
+        args=lambda wc: SUBWORD.binarize(wc.ds),
     shell:
         "exec python -m pipeline_lib binarize {params.args} --workers {threads}"
         " > {log:q} 2>&1"
@@ -91,7 +95,7 @@ rule binarize_test:
     output:
         P.bin_test,
     log:
-        P.log("binarize_test"),
+        SUBWORD.log("binarize_test"),
     conda:
         CONDA_ENV
     threads: 1
@@ -99,7 +103,7 @@ rule binarize_test:
         mem_mb=2000,
         runtime=30,
     params:
-        args=lambda wc: CMD.binarize_test(wc.ds),
+        args=lambda wc: SUBWORD.binarize_test(wc.ds),
     shell:
         "exec python -m pipeline_lib binarize {params.args} --workers {threads}"
         " > {log:q} 2>&1"

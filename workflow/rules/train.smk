@@ -7,14 +7,16 @@
 # checkpoints, and the next run resumes. A run whose settings or data changed starts afresh (the old
 # one is set aside under superseded/).
 
+TRAIN = TrainRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/train.py
+
 
 rule train:
     input:
-        unpack(train_inputs),
+        unpack(TRAIN.train_inputs),
     output:
         P.trained,
     log:
-        P.log("train"),
+        TRAIN.log("train"),
     wildcard_constraints:
         exp=regex(PLAN.plain_names()),
     priority: train_priority
@@ -30,7 +32,7 @@ rule train:
         runtime=res_fn("train", "runtime", 1440),
     params:
         launch=train_launcher,
-        args=lambda wc: CMD.train(wc.exp),
+        args=lambda wc: TRAIN.train(wc.exp),
     # `exec`: the trainer replaces the job's bash. SLURM signals (scancel --signal, --signal=TERM@s
     # before the time limit, preemption) reach every process of the job step; bash would die of
     # SIGTERM at once and let the step end (and the trainer be killed or orphaned) before the
@@ -46,7 +48,7 @@ rule train:
 
 use rule train as train_backtranslation with:
     log:
-        P.log("train_backtranslation"),
+        TRAIN.log("train_backtranslation"),
     wildcard_constraints:
         exp=regex(PLAN.bt_names()),
     conda:

@@ -1,0 +1,72 @@
+"""The partner of ``workflow/rules/backtranslation.smk``: the reverse model's translation of the
+monolingual text in shards, and the mix of real and synthetic pairs."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pipeline_lib.backtranslation.mix_settings import MixSettings
+from pipeline_lib.dataclass_cli import config_argv, config_keys
+from pipeline_lib.workflow.flags import flag_words, flags
+from pipeline_lib.workflow.rules.base import RuleFile
+
+
+class BacktranslationRules(RuleFile):
+    LOGS = {"translate_backtranslation": "{bt}/shard{shard}-of-{shards}", "bt_mix": "{bt}"}
+
+    def translate_inputs(self, wildcards: Any) -> dict[str, Any]:
+        spec = self.plan.backtranslation[wildcards.bt]
+        rev = spec["reverse_model"]
+        return {
+            "checkpoint": self.plan.checkpoint_avg(rev),
+            "trained": self.plan.trained_marker(rev),
+            "bpe": self.plan.bpe_marker(spec["dataset"]),
+        }
+
+    def mix_inputs(self, wildcards: Any) -> dict[str, Any]:
+        return {
+            "real": self.plan.bpe_marker(self.plan.backtranslation[wildcards.bt]["dataset"]),
+            "synthetic": self.plan.bt_shard_files(wildcards.bt),
+        }
+
+    def translate_gpus(self, wildcards: Any) -> Any:
+        """The reverse model's translate GPUs (a CPU config or smoke gpu: false asks for none)."""
+        reverse = self.plan.backtranslation[wildcards.bt]["reverse_model"]
+        return self.plan.resources(reverse, "translate").get("gpu", 1)
+
+    def backtranslate(self, bt: str, shard: int, threads: int | None = None) -> str:
+        spec = self.plan.backtranslation[bt]
+        rev = spec["reverse_model"]
+        outputs = {
+            "text": self.plan.bt_shard_files(bt, "txt")[shard],
+            "bpe": self.plan.bt_shard_files(bt)[shard],
+        }
+        pairs = [
+            ("checkpoint", self.plan.checkpoint_avg(rev)),
+            ("input", self.plan.bt_mono(bt)),
+            ("shard", f"{shard}/{spec['shards']}"),
+            ("buffer-lines", spec["buffer_lines"]),
+            ("output", outputs["text"]),
+            ("output-subword", outputs["bpe"]),
+            *self.decoding(spec["decoding"]),
+            ("device", "auto"),
+            ("threads", threads),
+            ("no-progress", True),
+            ("skip-if-diverged", self.plan.status_file(rev)),
+        ]
+        return flags(pairs)
+
+    def bt_mix(self, bt: str) -> str:
+        """The mix's paths, and the entry's MixSettings keys (upsample_real, tagged) as their flags."""
+        spec = self.plan.backtranslation[bt]
+        head = [
+            ("real-dir", self.plan.data_dir(spec["dataset"], "bpe")),
+            ("synthetic-src", self.plan.bt_shard_files(bt)),
+            ("out-dir", self.plan.data_dir(f"bt-{bt}", "bpe")),
+            *self.langs(spec["dataset"]),
+            ("mono-tgt", self.plan.bt_mono(bt)),
+        ]
+        keys = config_keys(MixSettings, "backtranslation")
+        settings, _ = config_argv(MixSettings, "backtranslation", {k: spec[k] for k in keys})
+        return shlex.join([*flag_words(head), *settings])
