@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline_lib.atomic import write_json
 from pipeline_lib.data.moses import tokenize_like_test_set, tokenize_lines
+from pipeline_lib.dataclass_cli import add_dataclass_arguments
 from pipeline_lib.divergence.placeholders import add_skip_argument, skip_diverged
 from pipeline_lib.errors import ConfigError
 from pipeline_lib.evaluate.fairseq_bleu import read_generate
@@ -20,8 +21,8 @@ from pipeline_lib.evaluate.metric_registry import (
     metric_spec,
 )
 from pipeline_lib.evaluate.reference_scheme import hypothesis_scheme
+from pipeline_lib.evaluate.score_settings import ScoreSettings
 from pipeline_lib.evaluate.segments import check_same_length, read_segments
-from pipeline_lib.lang_code import lang_code
 
 log = logging.getLogger(__name__)
 
@@ -29,65 +30,8 @@ SCHEMA = "deepnmt-score/1"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hyp", required=True, help="detokenized hypothesis, one segment per line (UTF-8)")
-    p.add_argument("--ref", required=True, help="detokenized reference, same number of lines")
-    p.add_argument("--output", "-o", required=True, help="JSON file to write (atomically)")
-    p.add_argument("--system", help="system name stored in the JSON (default: hypothesis file stem)")
-    p.add_argument(
-        "--metrics",
-        nargs="+",
-        choices=metric_names(),
-        help="metrics to compute (default: all but the compound-split ones; tok_bleu only when tokenized "
-        "inputs are available)",
-    )
-    gen = p.add_argument_group("tokenized BLEU as fairseq-generate --remove-bpe prints it (tok_bleu)")
-    gen.add_argument(
-        "--generate",
-        help="translate's --output-generate file of a binarized split: its first H line per sentence (the "
-        "model's subwords) against its T line (the binarized reference, unknown words as <<unk>>)",
-    )
-    gen.add_argument(
-        "--subword",
-        choices=("bpe", "spm", "none"),
-        default="bpe",
-        help="how subwords are removed from H and T lines (bpe: fairseq's --remove-bpe '@@ '; default bpe)",
-    )
-    tok = p.add_argument_group("re-tokenized BLEU (tok_bleu_retok, multi-bleu.perl convention)")
-    tok.add_argument("--hyp-tok", help="Moses-tokenized hypothesis (BPE removed)")
-    tok.add_argument("--ref-tok", help="Moses-tokenized reference")
-    tok.add_argument(
-        "--ref-tok-meta",
-        help="preprocess's meta.json beside --ref-tok: the hypothesis is tokenized as it records the "
-        "reference's split was (needed with --ref-tok and --moses-lang)",
-    )
-    tok.add_argument(
-        "--moses-lang",
-        type=lang_code,
-        help="tokenize whichever of --hyp-tok/--ref-tok is missing from the detokenized file as fairseq's "
-        "prepare-wmt14 scripts tokenize test (sed s/’/'/g, tokenizer.perl -a; no normalization)",
-    )
-    tok.add_argument(
-        "--compound-split",
-        nargs="+",
-        choices=sorted(compound_split_metrics().values()),
-        default=[],
-        help="also score tok_bleu_<scheme>: an En-De eval script's own tokenization of both detokenized "
-        "sides, then s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g (t2t: get_ende_bleu.sh; wang: dlcl's "
-        "wmt_en2de_google_multi_bleu.sh, from --ref-tok). tok_bleu itself is never split",
-    )
+    add_dataclass_arguments(p, ScoreSettings)
     add_skip_argument(p)
-    p.add_argument(
-        "--lang",
-        type=lang_code,
-        help="language of hypothesis and reference (ISO 639-1, e.g. fr; default: the reference file's "
-        "suffix, as in test.fr); METEOR's Snowball stemmer is that language's, and its WordNet synonym "
-        "module runs only for en",
-    )
-    p.add_argument(
-        "--no-wordnet",
-        action="store_true",
-        help="METEOR without the WordNet synonym module even if WordNet data is installed",
-    )
 
 
 def _tokenized_inputs(

@@ -25,6 +25,7 @@ from pipeline_lib.data.preprocess import PreprocessSettings
 from pipeline_lib.data.recipes import MONO_RECIPES, RECIPES, TED_RECIPES
 from pipeline_lib.decode.search_config import SearchConfig
 from pipeline_lib.errors import ConfigError
+from pipeline_lib.evaluate.score_settings import ScoreSettings
 from pipeline_lib.evaluate.significance_settings import SignificanceSettings
 from pipeline_lib.field_spec import json_schema
 from pipeline_lib.model.config import HYBRID_RESIDUALS, INITS, PRESETS, ModelConfig
@@ -65,7 +66,8 @@ GENERATED: dict[str, list[tuple[type, str]]] = {
     "preprocess": [(PreprocessSettings, "preprocess")],
     "subword": [(LearnSettings, "subword"), (ApplySettings, "subword")],
     "binarize": [(BinarizeSettings, "binarize")],
-    "evaluation": [(SignificanceSettings, "evaluation")],  # the paired bootstrap's settings
+    # the metrics every run is scored with, and the paired bootstrap's settings
+    "evaluation": [(ScoreSettings, "evaluation"), (SignificanceSettings, "evaluation")],
     "backtranslation": [(MixSettings, "backtranslation")],  # an entry's mixing settings
 }
 # Parts whose defaults the schema fills in (the workflow reads the keys itself); a recipe's or a

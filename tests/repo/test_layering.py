@@ -38,6 +38,7 @@ SUBMODULES = {
     "cpu.gemm_names",
     "decode.search_config",  # the search settings, torch-free: the workflow schema reads them
     "evaluate.significance_settings",  # likewise the paired bootstrap's
+    "evaluate.score_settings",  # and score's
     "backtranslation.mix_settings",  # and bt-mix's
     "decode.decoding_entry",  # --decoding NAME: a workflow config's decoding entry as translate flags
 }
@@ -73,8 +74,9 @@ ALLOWED: dict[str, set[str]] = {
     "decode.search_config": set(),
     # reads a workflow config as snakemake would (validated, file:line errors), inside the function
     "decode.decoding_entry": {"workflow", "decode.search_config"},
-    "evaluate": {"data", "divergence", "evaluate.significance_settings"},
+    "evaluate": {"data", "divergence", "evaluate.significance_settings", "evaluate.score_settings"},
     "evaluate.significance_settings": set(),
+    "evaluate.score_settings": set(),
     "backtranslation.mix_settings": set(),  # data: the Moses test-set tokenization tokenized BLEU needs
     "backtranslation": {"data", "backtranslation.mix_settings"},
     # export maps a checkpoint and the decoder's settings into the peers' terms (fairseq, CTranslate2)
@@ -88,6 +90,7 @@ ALLOWED: dict[str, set[str]] = {
         "divergence",
         "decode.search_config",
         "evaluate.significance_settings",
+        "evaluate.score_settings",
         "backtranslation.mix_settings",
     },
     "job_signals": set(),

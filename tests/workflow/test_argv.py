@@ -200,6 +200,7 @@ def _first_profiled_recipe(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _renamed_key_stages() -> list[tuple[str, type, str, Callable, str, Callable[[Commands], str]]]:
     from pipeline_lib.backtranslation.mix_settings import MixSettings
+    from pipeline_lib.evaluate.score_settings import ScoreSettings
     from pipeline_lib.evaluate.significance_settings import SignificanceSettings
     from pipeline_lib.train.profile_settings import ProfileSettings
 
@@ -207,6 +208,8 @@ def _renamed_key_stages() -> list[tuple[str, type, str, Callable, str, Callable[
         return c.plan.profiled_names()[0]
 
     return [
+        ("config.yaml", ScoreSettings, "evaluation", lambda cfg: cfg.setdefault("evaluation", {}),
+         "score", lambda c: c.score(next(iter(c.plan.experiments)), "test")),
         ("config.yaml", SignificanceSettings, "evaluation", lambda cfg: cfg.setdefault("evaluation", {}),
          "significance", lambda c: c.significance(next(iter(c.plan.significance)))),
         ("config.demo_bt.yaml", MixSettings, "backtranslation",

@@ -267,3 +267,17 @@ def test_resuming_with_a_changed_trajectory_field_warns_and_with_a_logging_one_d
     assert "resuming with changed lr:" in warning(lr=1.0)
     assert "resuming with changed seed, compile:" in warning(seed=7, compile=True)
     assert warning(log_interval=7, keep_last_epochs=3) == ""
+
+
+def test_evaluation_metrics_are_the_registrys_names():
+    """evaluation.metrics is score's --metrics field: its enum is the metric registry's names, so a
+    typo fails at validation, naming the key and the names score accepts."""
+    from pipeline_lib.evaluate.metric_registry import metric_names
+
+    props = SCHEMA["properties"]["evaluation"]["properties"]
+    assert props["metrics"]["items"]["enum"] == list(metric_names())
+    assert "default" not in props["metrics"]  # unset: score's own default set
+    cfg = copy.deepcopy(DEMO)
+    cfg.setdefault("evaluation", {})["metrics"] = ["bleu", "blue"]
+    with pytest.raises(ConfigError, match=r"config key 'evaluation\.metrics\.1': 'blue' is not one of"):
+        validate_config(cfg, SCHEMA)
