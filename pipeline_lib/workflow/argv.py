@@ -6,34 +6,13 @@ from __future__ import annotations
 from pipeline_lib.dataclass_cli import config_keys
 from pipeline_lib.train.average_settings import AveragingRecipe
 from pipeline_lib.train.profile_settings import ProfileSettings
-from pipeline_lib.workflow.rules import (
-    AverageRules,
-    BacktranslationRules,
-    DataRules,
-    DecodeRules,
-    EvaluateRules,
-    ProfileRules,
-    ReportRules,
-    SubwordRules,
-    TrainRules,
-    rule_logs,
-)
+from pipeline_lib.workflow.rules import RULE_FILES, rule_logs
 
 # Recipe keys the workflow turns into the profile and average stages' flags, not passed to `train`.
 WORKFLOW_RECIPE_KEYS = (*config_keys(ProfileSettings, "recipe"), *config_keys(AveragingRecipe, "recipe"))
 
 
-class Commands(
-    DataRules,
-    SubwordRules,
-    BacktranslationRules,
-    ProfileRules,
-    TrainRules,
-    AverageRules,
-    DecodeRules,
-    EvaluateRules,
-    ReportRules,
-):
+class Commands(*RULE_FILES):
     """Arguments of each stage for one config (see :class:`~.plan.Plan` for the paths)."""
 
     LOGS = rule_logs()

@@ -124,6 +124,28 @@ def test_the_table_has_one_pattern_per_file_and_a_log_per_rule():
     assert rules - {"all"} == set(rule_logs())
 
 
+def test_each_rule_file_has_a_partner_module_owning_its_rules_logs():
+    """workflow/rules/<file>.smk and pipeline_lib/workflow/rules/<file>.py: the partner's LOGS name
+    exactly the rules of its file, and the file builds its partner and takes its logs from it."""
+    from pipeline_lib.workflow.rules import RULE_FILES
+
+    partners = {cls.__module__.rsplit(".", 1)[-1]: cls for cls in RULE_FILES}
+    for smk in RULES:
+        if smk.stem == "common":
+            continue
+        cls = partners[smk.stem]
+        text = smk.read_text()
+        rules = set(re.findall(r"^(?:rule|use rule \w+ as) (\w+)", text, re.M))
+        assert rules == set(cls.LOGS), smk.name
+        var = re.search(rf"^(\w+) = {cls.__name__}\(PLAN\)", text, re.M)
+        assert var, f"{smk.name} does not build its partner {cls.__name__}"
+        assert len(re.findall(r"^\s+log:\n\s+(\S+)", text, re.M)) == len(rules)
+        assert all(
+            log.startswith(f"{var.group(1)}.log(") for log in re.findall(r"^\s+log:\n\s+(\S+)", text, re.M)
+        )
+    assert set(partners) == {f.stem for f in RULES} - {"common"}
+
+
 def test_roots_are_filled_and_wildcards_kept():
     paths = Paths("/scratch/w", "res", "res/logs")
     assert paths.trained == "/scratch/w/experiments/{exp}/trained.json"

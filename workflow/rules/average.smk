@@ -1,9 +1,8 @@
 # Checkpoint averaging (last N epoch checkpoints, or interval checkpoints with average_kind: update;
 # fp32 sums). A diverged run gets a placeholder (--skip-if-diverged).
 
-AVERAGE = AverageRules(
-    PLAN
-)  # this file's partner: pipeline_lib/workflow/rules/average.py
+# this file's partner: pipeline_lib/workflow/rules/average.py
+AVERAGE = AverageRules(PLAN)
 
 
 rule average:

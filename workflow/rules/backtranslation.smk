@@ -3,9 +3,8 @@
 # `buffer_lines`); the synthetic pairs join the real bitext as the pseudo-dataset bt-<name>, which
 # `binarize` and `train_backtranslation` then use.
 
-BACKTRANSLATION = BacktranslationRules(
-    PLAN
-)  # this file's partner: pipeline_lib/workflow/rules/backtranslation.py
+# this file's partner: pipeline_lib/workflow/rules/backtranslation.py
+BACKTRANSLATION = BacktranslationRules(PLAN)
 
 
 rule translate_backtranslation:

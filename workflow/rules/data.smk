@@ -1,6 +1,7 @@
 # Raw corpora and Moses preprocessing: work/data/<dataset>/{raw,tok}/
 
-DATA = DataRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/data.py
+# this file's partner: pipeline_lib/workflow/rules/data.py
+DATA = DataRules(PLAN)
 
 
 rule prepare_demo:

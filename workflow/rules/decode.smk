@@ -1,7 +1,8 @@
 # Decoding of the evaluation split with the averaged checkpoint (beam search, on one GPU).
 # A diverged run gets empty hypotheses, one per source line (--skip-if-diverged).
 
-DECODE = DecodeRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/decode.py
+# this file's partner: pipeline_lib/workflow/rules/decode.py
+DECODE = DecodeRules(PLAN)
 
 
 rule translate:

@@ -1,8 +1,7 @@
 # Scores with signatures, paired bootstrap significance (Table 3 matrix), fine-grained analysis.
 
-EVALUATE = EvaluateRules(
-    PLAN
-)  # this file's partner: pipeline_lib/workflow/rules/evaluate.py
+# this file's partner: pipeline_lib/workflow/rules/evaluate.py
+EVALUATE = EvaluateRules(PLAN)
 
 
 rule score:

@@ -2,9 +2,8 @@
 # experiment that owns it (itself, or with a recipe's profile_seed the first run sharing the command:
 # Plan.profile_owner) and travels inside every checkpoint, so decoding never needs it.
 
-PROFILE = ProfileRules(
-    PLAN
-)  # this file's partner: pipeline_lib/workflow/rules/profile.py
+# this file's partner: pipeline_lib/workflow/rules/profile.py
+PROFILE = ProfileRules(PLAN)
 
 
 rule profile_admin:

@@ -4,7 +4,8 @@ import os
 
 from pipeline_lib.report.spec_file import curves_spec, spec_digest, write_spec
 
-REPORT = ReportRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/report.py
+# this file's partner: pipeline_lib/workflow/rules/report.py
+REPORT = ReportRules(PLAN)
 
 # The spec the report reads, with the --configfile(s) given on the command line (relative to the
 # working directory, as typed) and the Snakefile, for the tables' rerun hint.

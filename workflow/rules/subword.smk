@@ -1,8 +1,7 @@
 # Joint subword segmentation and binarization: work/data/<dataset>/{subword,bpe,bin}/
 
-SUBWORD = SubwordRules(
-    PLAN
-)  # this file's partner: pipeline_lib/workflow/rules/subword.py
+# this file's partner: pipeline_lib/workflow/rules/subword.py
+SUBWORD = SubwordRules(PLAN)
 
 
 # Memory follows the word types (591 MB at 369k types): ~5 GB at ~3M, WMT'14 En-Fr's order; 12-30 min there.

@@ -7,7 +7,8 @@
 # checkpoints, and the next run resumes. A run whose settings or data changed starts afresh (the old
 # one is set aside under superseded/).
 
-TRAIN = TrainRules(PLAN)  # this file's partner: pipeline_lib/workflow/rules/train.py
+# this file's partner: pipeline_lib/workflow/rules/train.py
+TRAIN = TrainRules(PLAN)
 
 
 rule train:
