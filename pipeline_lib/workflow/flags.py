@@ -27,15 +27,3 @@ def flag_words(pairs: Pairs) -> list[str]:
 
 def flags(pairs: Pairs) -> str:
     return shlex.join(flag_words(pairs))
-
-
-def recipe_value(value: Any) -> Any:
-    """A recipe value as its flag takes it: lists (Adam's betas) in fairseq's '(0.9, 0.98)' form."""
-    if isinstance(value, (list, tuple)):
-        return "(" + ", ".join(str(v) for v in value) + ")"
-    return value
-
-
-def recipe_pairs(recipe: dict[str, Any], fields: Iterable[str]) -> Pairs:
-    """(flag, value) of every field the recipe sets, in the fields' order."""
-    return [(name.replace("_", "-"), recipe_value(recipe[name])) for name in fields if name in recipe]

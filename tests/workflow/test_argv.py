@@ -21,7 +21,8 @@ import yaml
 
 from pipeline_lib.cli import build_parser
 from pipeline_lib.workflow import Commands, Plan
-from pipeline_lib.workflow.flags import flag, flags, recipe_pairs, recipe_value
+from pipeline_lib.workflow.flags import flag, flags
+from pipeline_lib.workflow.rules.train import recipe_pairs, recipe_value
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]

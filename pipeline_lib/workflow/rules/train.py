@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pipeline_lib.model.registry import needs_profile
 from pipeline_lib.train.config import recipe_fields
-from pipeline_lib.workflow.flags import flags, recipe_pairs
+from pipeline_lib.workflow.flags import Pairs, flags
 from pipeline_lib.workflow.rules.base import RuleFile
+
+
+def recipe_value(value: Any) -> Any:
+    """A recipe value as its flag takes it: lists (Adam's betas) in fairseq's '(0.9, 0.98)' form."""
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(str(v) for v in value) + ")"
+    return value
+
+
+def recipe_pairs(recipe: dict[str, Any], fields: Iterable[str]) -> Pairs:
+    """(flag, value) of every field the recipe sets, in the fields' order."""
+    return [(name.replace("_", "-"), recipe_value(recipe[name])) for name in fields if name in recipe]
 
 
 class TrainRules(RuleFile):
