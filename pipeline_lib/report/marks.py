@@ -32,7 +32,7 @@ def paper_entries(entries: dict[str, Any] | None, metric: str) -> dict[str, Any]
 
 def table_metric(table: dict[str, Any]) -> str:
     """The metric a table is tested on: its ``metric`` key, sacreBLEU when unset (as the workflow's
-    significance rule computes it: Plan.significance_metric)."""
+    significance rule computes it: EvaluateRules.significance_metric)."""
     return table.get("metric") or "bleu"
 
 

@@ -404,11 +404,6 @@ class Plan:
         name = f"{split}.tok.{lang}" if self.cleaned_after_bpe(ds, split) else f"{split}.{lang}"
         return f"{self.eval_text_dir(ds, split)}/{name}"
 
-    def preprocess_markers(self, ds: str) -> list[str]:
-        """Both preprocess outputs of ``ds``: the training side and, when evaluated, the test split."""
-        markers = [self.tok_marker(ds, split) for split in ("valid", self.split)]
-        return list(dict.fromkeys(markers))
-
     def bpe_marker(self, ds: str) -> str:
         return self.paths.of("bpe", ds=ds)
 
@@ -421,17 +416,6 @@ class Plan:
         (preprocess; apply-bpe for a split it cleans), and records how that text was tokenized."""
         split = split or self.split
         return self.bpe_marker(ds) if self.cleaned_after_bpe(ds, split) else self.tok_marker(ds, split)
-
-    def bt_shard_files(self, bt: str, suffix: str = "bpe") -> list[str]:
-        """The back-translated shards of ``bt`` in input order (their concatenation is the synthetic side)."""
-        n = self.backtranslation[bt]["shards"]
-        name = {"bpe": "bt_shard_bpe", "txt": "bt_shard_text"}[suffix]
-        return [self.paths.of(name, bt=bt, shard=k, shards=n) for k in range(n)]
-
-    def bt_mono(self, bt: str) -> str:
-        """Subword-segmented monolingual target text (written by apply_bpe next to its meta.json)."""
-        ds = self.backtranslation[bt]["dataset"]
-        return self.paths.of("bpe_mono", ds=ds, lang=self.dataset_langs(ds)[1])
 
     def significance_file(self, table: str) -> str:
         return self.paths.of("significance", table=table)
@@ -454,11 +438,6 @@ class Plan:
             if tested is not None:
                 sets[table.name] = tested
         return sets
-
-    def significance_metric(self, table: str) -> str:
-        """The metric a table is tested on (its ``metric`` key; sacreBLEU by default)."""
-        spec = next(t.table for t in instances(self.config["tables"], tabled=True) if t.name == table)
-        return spec.get("metric", "bleu")
 
     def analysis_systems(self) -> list[str]:
         tables = self.config["tables"]

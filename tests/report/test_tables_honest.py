@@ -26,7 +26,7 @@ from pipeline_lib.report.paper import PaperColumns
 from pipeline_lib.report.seed_groups import load_groups
 from pipeline_lib.report.tables import DAGGER, render, render_table1
 from pipeline_lib.workflow import Commands
-from pipeline_lib.workflow.rules import ReportRules
+from pipeline_lib.workflow.rules import EvaluateRules, ReportRules
 from pipeline_lib.workflow.schema import validate_config
 from tests.workflow.test_plan import DEMO, REPO, SCHEMA, plan_of
 
@@ -83,7 +83,7 @@ def significance(tmp: Path, table: str, plan, matrix: bool = False) -> str:
     out = tmp / f"sig_{table}.json"
     argv = ["significance", "--ref", str(REF), "--baseline", f"{base}={tmp / base / 'test.hyp'}",
             "--systems", *[f"{s}={tmp / s / 'test.hyp'}" for s in systems], "--output", str(out),
-            "--metrics", plan.significance_metric(table), "--moses-lang", "en", "--n-samples", "200",
+            "--metrics", EvaluateRules(plan).significance_metric(table), "--moses-lang", "en", "--n-samples", "200",
             "--generate", *[f"{s}={tmp / s / 'test.generate'}" for s in [base, *systems]], "--subword", "none"]  # fmt: skip
     assert pipeline(argv + ([] if matrix else ["--no-matrix"])) == 0
     return str(out)

@@ -22,6 +22,7 @@ import yaml
 from pipeline_lib.cli import build_parser
 from pipeline_lib.workflow import Commands, Plan
 from pipeline_lib.workflow.flags import flag, flags
+from pipeline_lib.workflow.rules import BacktranslationRules
 from pipeline_lib.workflow.rules.train import recipe_pairs, recipe_value
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
@@ -390,7 +391,7 @@ def test_back_translation_mix_and_shards_reach_their_stages():
     plan = plan_of(cfg)
     bt, spec = next(iter(plan.backtranslation.items()))
     args = parse("bt-mix", Commands(plan).bt_mix(bt))
-    assert [str(p) for p in args.synthetic_src] == plan.bt_shard_files(bt)
+    assert [str(p) for p in args.synthetic_src] == BacktranslationRules(plan).shard_files(bt)
     assert args.tagged is spec["tagged"] and args.upsample_real == spec.get("upsample_real", 1)
     untagged = copy.deepcopy(cfg)
     untagged["backtranslation"][bt]["tagged"] = not spec["tagged"]

@@ -16,7 +16,7 @@ import yaml
 
 from pipeline_lib.workflow import Plan
 from pipeline_lib.workflow.paths import TEMPLATES, Paths
-from pipeline_lib.workflow.rules import rule_logs
+from pipeline_lib.workflow.rules import BacktranslationRules, rule_logs
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,7 +108,9 @@ def test_plans_paths_are_the_outputs_snakemake_resolves(case):
             want.add(("download_mono", plan.mono_raw(ds)))
     for bt in plan.backtranslation:
         want |= {
-            ("translate_backtranslation", f) for f in plan.bt_shard_files(bt) + plan.bt_shard_files(bt, "txt")
+            ("translate_backtranslation", f)
+            for f in BacktranslationRules(plan).shard_files(bt)
+            + BacktranslationRules(plan).shard_files(bt, "txt")
         }
         want.add(("bt_mix", plan.bpe_marker(f"bt-{bt}")))
     want |= {("significance", plan.significance_file(t)) for t in plan.significance}

@@ -18,7 +18,7 @@ from pipeline_lib.errors import ConfigError
 from pipeline_lib.workflow import Commands, Plan
 from pipeline_lib.workflow.flags import flag, flags
 from pipeline_lib.workflow.plan import regex
-from pipeline_lib.workflow.rules import ReportRules
+from pipeline_lib.workflow.rules import EvaluateRules, ReportRules
 from pipeline_lib.workflow.schema import SCHEMA_FILE, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -338,12 +338,14 @@ def test_mirror_reaches_every_download_command():
 
 def test_tables_name_their_significance_metric():
     plan = plan_of(ENFR)
-    assert plan.significance_metric("table1") == "tok_bleu"
-    assert plan.significance_metric("table3") == "tok_bleu"
-    assert plan.significance_metric("backtranslation") == "tok_bleu"
+    assert EvaluateRules(plan).significance_metric("table1") == "tok_bleu"
+    assert EvaluateRules(plan).significance_metric("table3") == "tok_bleu"
+    assert EvaluateRules(plan).significance_metric("backtranslation") == "tok_bleu"
     unset = copy.deepcopy(ENFR)
     next(c for c in unset["tables"]["comparisons"] if c["name"] == "backtranslation").pop("metric")
-    assert plan_of(unset).significance_metric("backtranslation") == "bleu"  # the schema default
+    assert (
+        EvaluateRules(plan_of(unset)).significance_metric("backtranslation") == "bleu"
+    )  # the schema default
     args = Commands(plan).significance("table3")
     # fairseq-generate's BLEU4 reads the generate files, not a re-tokenized hypothesis
     assert "--metrics tok_bleu" in args and "--moses-lang" not in args

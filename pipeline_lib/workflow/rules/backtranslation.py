@@ -15,6 +15,17 @@ from pipeline_lib.workflow.rules.base import RuleFile
 class BacktranslationRules(RuleFile):
     LOGS = {"translate_backtranslation": "{bt}/shard{shard}-of-{shards}", "bt_mix": "{bt}"}
 
+    def shard_files(self, bt: str, suffix: str = "bpe") -> list[str]:
+        """The back-translated shards of ``bt`` in input order (their concatenation is the synthetic side)."""
+        n = self.plan.backtranslation[bt]["shards"]
+        name = {"bpe": "bt_shard_bpe", "txt": "bt_shard_text"}[suffix]
+        return [self.plan.paths.of(name, bt=bt, shard=k, shards=n) for k in range(n)]
+
+    def mono(self, bt: str) -> str:
+        """Subword-segmented monolingual target text (written by apply_bpe next to its meta.json)."""
+        ds = self.plan.backtranslation[bt]["dataset"]
+        return self.plan.paths.of("bpe_mono", ds=ds, lang=self.plan.dataset_langs(ds)[1])
+
     def translate_inputs(self, wildcards: Any) -> dict[str, Any]:
         spec = self.plan.backtranslation[wildcards.bt]
         rev = spec["reverse_model"]
@@ -27,7 +38,7 @@ class BacktranslationRules(RuleFile):
     def mix_inputs(self, wildcards: Any) -> dict[str, Any]:
         return {
             "real": self.plan.bpe_marker(self.plan.backtranslation[wildcards.bt]["dataset"]),
-            "synthetic": self.plan.bt_shard_files(wildcards.bt),
+            "synthetic": self.shard_files(wildcards.bt),
         }
 
     def translate_gpus(self, wildcards: Any) -> Any:
@@ -39,12 +50,12 @@ class BacktranslationRules(RuleFile):
         spec = self.plan.backtranslation[bt]
         rev = spec["reverse_model"]
         outputs = {
-            "text": self.plan.bt_shard_files(bt, "txt")[shard],
-            "bpe": self.plan.bt_shard_files(bt)[shard],
+            "text": self.shard_files(bt, "txt")[shard],
+            "bpe": self.shard_files(bt)[shard],
         }
         pairs = [
             ("checkpoint", self.plan.checkpoint_avg(rev)),
-            ("input", self.plan.bt_mono(bt)),
+            ("input", self.mono(bt)),
             ("shard", f"{shard}/{spec['shards']}"),
             ("buffer-lines", spec["buffer_lines"]),
             ("output", outputs["text"]),
@@ -62,10 +73,10 @@ class BacktranslationRules(RuleFile):
         spec = self.plan.backtranslation[bt]
         head = [
             ("real-dir", self.plan.data_dir(spec["dataset"], "bpe")),
-            ("synthetic-src", self.plan.bt_shard_files(bt)),
+            ("synthetic-src", self.shard_files(bt)),
             ("out-dir", self.plan.data_dir(f"bt-{bt}", "bpe")),
             *self.langs(spec["dataset"]),
-            ("mono-tgt", self.plan.bt_mono(bt)),
+            ("mono-tgt", self.mono(bt)),
         ]
         keys = config_keys(MixSettings, "backtranslation")
         settings, _ = config_argv(MixSettings, "backtranslation", {k: spec[k] for k in keys})

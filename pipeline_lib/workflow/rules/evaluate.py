@@ -40,6 +40,11 @@ class EvaluateRules(RuleFile):
         }
 
     # ------------------------------------------------------------------ command lines
+    def significance_metric(self, table: str) -> str:
+        """The metric a table is tested on (its ``metric`` key; sacreBLEU by default)."""
+        spec = next(t.table for t in instances(self.plan.config["tables"], tabled=True) if t.name == table)
+        return spec.get("metric", "bleu")
+
     def _tokenized_reference(self, name: str, split: str) -> list[tuple[str, Any]]:
         """Flags for tokenized BLEU: the preprocessed reference (Moses datasets) and the target language
         (hypotheses are tokenized as the reference was)."""
@@ -89,7 +94,7 @@ class EvaluateRules(RuleFile):
         SignificanceSettings (bootstrap_samples, bootstrap_seed, alpha) as their flags."""
         base, systems, matrix = self.plan.significance[table]
         ev = self.plan.evaluation
-        metric = self.plan.significance_metric(table)
+        metric = self.significance_metric(table)
         tokenized = self._tokenized_reference(base, self.plan.split) if metric_spec(metric).tokenized else []
         generate = (
             [

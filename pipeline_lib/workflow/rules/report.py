@@ -31,11 +31,16 @@ class ReportRules(RuleFile):
             "data": [self.plan.ref_marker(ds) for ds in self.report_datasets()],
         }
 
+    def preprocess_markers(self, ds: str) -> list[str]:
+        """Both preprocess outputs of ``ds``: the training side and, when evaluated, the test split."""
+        markers = [self.plan.tok_marker(ds, split) for split in ("valid", self.plan.split)]
+        return list(dict.fromkeys(markers))
+
     def data_markers(self, ds: str) -> list[str]:
         """The meta.json files whose cleaning counts the report shows: preprocess's, and apply-bpe's
         when it cleans (``clean_after: bpe``)."""
         after_bpe = any(self.plan.cleaned_after_bpe(ds, split) for split in ("train", "valid"))
-        return self.plan.preprocess_markers(ds) + ([self.plan.bpe_marker(ds)] if after_bpe else [])
+        return self.preprocess_markers(ds) + ([self.plan.bpe_marker(ds)] if after_bpe else [])
 
     def experiment_info(self, name: str) -> dict[str, Any]:
         exp = self.plan.experiments[name]
