@@ -10,6 +10,7 @@ here from the perl script, run on the same segmented text apply-bpe writes witho
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -19,7 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline_lib.atomic import AtomicGroup
 from pipeline_lib.cli import EXIT_USAGE, main
+from pipeline_lib.data.clean_segmented import SplitPaths, clean_split, pair_reason, segment_and_clean
+from pipeline_lib.data.moses import CleanConfig
+from pipeline_lib.errors import InputError
 from pipeline_lib.report.tables import render_data
 from pipeline_lib.workflow import Commands
 from pipeline_lib.workflow.cli_check_config import check
@@ -241,3 +246,174 @@ def test_sentencepiece_pieces_are_cleaned_alike(tmp_path: Path) -> None:
         assert len(kept) < len(src), split  # no side has 12 words: the pieces drop these
         assert _lines(tmp_path / "bpe" / f"{split}.fr") == [tgt[n - 1] for n in kept], split
         assert _lines(tmp_path / "bpe" / f"{split}.en") == [src[n - 1] for n in kept], split
+
+
+# -- In-process checks (make mutate MODULE=clean_segmented, docs/mutation.md) ---------------------------
+# The stages above run once in a module-scoped fixture, so mutmut links clean_split to the first test
+# that uses it only: the dropped list, the counts and the references were checked by tests it never
+# ran per mutant. These call the module on hand-made segmented text. Oracles: clean_corpus_n above
+# (the perl script's rules) for what is kept; line numbers, counts and messages written out by hand.
+
+CLEAN_LOG = "pipeline_lib.data.clean_segmented"
+LIMITS_CFG = CleanConfig(ratio=1.5, min_len=1, max_len=6)
+WARNING_TAIL = "check --ratio/--min-len/--max-len and that the two sides are aligned"
+
+
+def test_a_piece_over_1000_characters_drops_the_pair_as_long_word() -> None:
+    cfg = CleanConfig(ratio=9, min_len=1, max_len=250)
+    long, limit = "x" * 1001, "x" * 1000
+    pairs = [(f"a {long}", "b c"), ("a b", f"{long} c"), (f"a {limit}", f"b {limit}")]
+    perl = [clean_corpus_n([src], [tgt], 9, 1, 250) for src, tgt in pairs]
+    assert perl == [[], [], [1]]  # the perl script: over 1,000 characters drops, 1,000 keeps
+    assert [pair_reason(src, tgt, cfg) for src, tgt in pairs] == ["long_word", "long_word", None]
+    # a count reason comes first, as in preprocess's list
+    assert pair_reason(long, "a b c", CleanConfig(ratio=1.5)) == "ratio"
+
+
+def _segmented(tmp_path: Path, src: list[str], tgt: list[str], comp: list[str]) -> tuple[Path, Path, Path]:
+    paths = tmp_path / "seg.en", tmp_path / "seg.fr", tmp_path / "tok.en"
+    for path, lines in zip(paths, (src, tgt, comp), strict=True):
+        _write(path, lines)
+    return paths
+
+
+def test_clean_split_lists_counts_and_copies_the_kept_lines(tmp_path: Path) -> None:
+    rows = [
+        ("a b", "c d"),  # 1 kept
+        ("a\tb c d", "e"),  # 2 ratio 4/1 (a tab is a separator; escaped in the list)
+        ("a", ""),  # 3 empty
+        ("a b c", "d e f g h i j"),  # 4 too_long (7 > 6)
+        ("k l m", "n o p"),  # 5 kept
+        ("q r", "s t u v w"),  # 6 ratio 5/2
+    ]
+    src, tgt = [s for s, _ in rows], [t for _, t in rows]
+    comp = [f"tok {n}" for n in range(1, 7)]
+    seg_en, seg_fr, tok_en = _segmented(tmp_path, src, tgt, comp)
+    assert clean_corpus_n(src, tgt, 1.5, 1, 6) == [1, 5]
+    out = tmp_path / "out.en", tmp_path / "out.fr"
+    stats = clean_split(
+        "train",
+        (seg_en, seg_fr),
+        out,
+        tmp_path / "dropped.tsv",
+        LIMITS_CFG,
+        [(tok_en, tmp_path / "out.tok.en")],
+    )
+    assert out[0].read_bytes() == b"a b\nk l m\n"
+    assert out[1].read_bytes() == b"c d\nn o p\n"
+    assert (tmp_path / "out.tok.en").read_bytes() == b"tok 1\ntok 5\n"
+    assert (tmp_path / "dropped.tsv").read_text(encoding="utf-8") == (
+        "line\treason\tsource\ttarget\n"
+        "2\tratio\ta\\tb c d\te\n"
+        "3\tempty\ta\t\n"
+        "4\ttoo_long\ta b c\td e f g h i j\n"
+        "6\tratio\tq r\ts t u v w\n"
+    )
+    assert stats == {
+        "input": 6,
+        "kept": 2,
+        "removed": {"empty": 1, "ratio": 2, "too_long": 1},
+        "warning": "cleaning removed 4 of 6 train (after BPE) pairs (67%, more than 20%), most by ratio (2): "
+        + WARNING_TAIL,
+    }
+
+
+def test_clean_split_without_drops_has_no_warning(tmp_path: Path) -> None:
+    seg_en, seg_fr, _ = _segmented(tmp_path, ["a b"], ["c d e"], [])
+    out = tmp_path / "out.en", tmp_path / "out.fr"
+    stats = clean_split("valid", (seg_en, seg_fr), out, tmp_path / "dropped.tsv", LIMITS_CFG)
+    assert stats == {"input": 1, "kept": 1, "removed": {}}
+    assert (tmp_path / "dropped.tsv").read_text(encoding="utf-8") == "line\treason\tsource\ttarget\n"
+
+
+@pytest.mark.parametrize(
+    ("lengths", "short", "longer"),
+    [((2, 2, 1), 2, 0), ((2, 1, 2), 1, 0), ((1, 2, 2), 0, 1)],
+    ids=["companion-short", "target-short", "source-short"],
+)
+def test_a_file_ending_early_names_itself_the_line_and_a_longer_file(
+    tmp_path: Path, lengths: tuple[int, int, int], short: int, longer: int
+) -> None:
+    files = _segmented(tmp_path, *(["a b", "c d"][:n] for n in lengths))
+    with pytest.raises(InputError) as err:
+        clean_split("valid", files[:2], (tmp_path / "o.en", tmp_path / "o.fr"), tmp_path / "d.tsv",
+                    LIMITS_CFG, [(files[2], tmp_path / "o.tok.en")])  # fmt: skip
+    assert str(err.value) == (
+        f"{files[short]}:2: line-count mismatch, {files[short]} ends after 1 lines but {files[longer]} continues"
+    )
+
+
+def _split_dirs(tmp_path: Path, split: str, tok: dict[str, list[str]], seg: dict[str, list[str]]):
+    """in_dir with the tokenized split and its references (upper-cased copies), and a ``segment`` that
+    writes ``seg``; returns the paths and the segment calls seen."""
+    in_dir = tmp_path / "tok"
+    for lang, lines in tok.items():
+        _write(in_dir / f"{split}.{lang}", lines)
+        _write(in_dir / f"{split}.ref.{lang}", [line.upper() for line in lines])
+    calls: list[tuple[str, str, Path]] = []
+
+    def segment(split_: str, lang: str, dst: Path) -> None:
+        calls.append((split_, lang, dst))
+        _write(dst, seg[lang])
+
+    paths = SplitPaths(in_dir, tmp_path / "bpe", tmp_path / "scratch", ("en", "fr"))
+    return paths, segment, calls
+
+
+def _records(caplog) -> list[tuple[str, str]]:
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == CLEAN_LOG]
+
+
+def test_an_evaluation_split_filters_its_tokenized_text_and_references_alike(tmp_path: Path, caplog) -> None:
+    tok = {"en": ["the cat", "the wkpgy", "on the mat ."], "fr": ["le chat", "le chat", "sur le tapis ."]}
+    seg = {"en": ["the cat", "the w@@ k@@ p@@ g@@ y", "on the mat ."], "fr": tok["fr"]}
+    paths, segment, calls = _split_dirs(tmp_path, "valid", tok, seg)
+    with caplog.at_level(logging.INFO, logger=CLEAN_LOG), AtomicGroup() as group:
+        stats = segment_and_clean(paths, "valid", LIMITS_CFG, group, segment)
+    scratch = tmp_path / "scratch"
+    assert calls == [("valid", "en", scratch / "valid.en"), ("valid", "fr", scratch / "valid.fr")]
+    warning = f"cleaning removed 1 of 3 valid (after BPE) pairs (33%, more than 20%), most by ratio (1): {WARNING_TAIL}"
+    assert stats == {
+        "input": 3,
+        "kept": 2,
+        "removed": {"ratio": 1},
+        "warning": warning,
+        "dropped_file": "valid.dropped.tsv",
+    }
+    out = tmp_path / "bpe"
+    kept = clean_corpus_n(seg["en"], seg["fr"], 1.5, 1, 6)
+    assert kept == [1, 3]
+    for lang in ("en", "fr"):
+        assert _lines(out / f"valid.{lang}") == [seg[lang][n - 1] for n in kept]
+        assert _lines(out / f"valid.tok.{lang}") == [tok[lang][n - 1] for n in kept]
+        assert _lines(out / f"valid.ref.{lang}") == [tok[lang][n - 1].upper() for n in kept]
+    assert _lines(out / "valid.dropped.tsv")[1:] == ["2\tratio\tthe w@@ k@@ p@@ g@@ y\tle chat"]
+    assert _records(caplog) == [
+        ("WARNING", warning),
+        ("INFO", "valid: kept 2 of 3 pairs after segmenting (ratio 1)"),
+    ]
+
+
+def test_train_gets_no_companions_and_logs_none_removed(tmp_path: Path, caplog) -> None:
+    tok = {"en": ["a b", "c d"], "fr": ["e f", "g h"]}
+    paths, segment, _ = _split_dirs(tmp_path, "train", tok, tok)
+    with caplog.at_level(logging.INFO, logger=CLEAN_LOG), AtomicGroup() as group:
+        stats = segment_and_clean(paths, "train", LIMITS_CFG, group, segment)
+    assert stats == {"input": 2, "kept": 2, "removed": {}, "dropped_file": "train.dropped.tsv"}
+    assert sorted(p.name for p in (tmp_path / "bpe").iterdir()) == [
+        "train.dropped.tsv",
+        "train.en",
+        "train.fr",
+    ]
+    assert _records(caplog) == [("INFO", "train: kept 2 of 2 pairs after segmenting (none removed)")]
+
+
+def test_a_split_emptied_by_cleaning_lists_every_reason(tmp_path: Path) -> None:
+    tok = {"en": ["a", "a b c d"], "fr": ["", "e"]}
+    paths, segment, _ = _split_dirs(tmp_path, "valid", tok, tok)
+    with pytest.raises(InputError) as err, AtomicGroup() as group:
+        segment_and_clean(paths, "valid", LIMITS_CFG, group, segment)
+    assert str(err.value) == (
+        f"{tmp_path}/tok/valid.en: split 'valid' is empty after cleaning on subwords (all 2 pairs removed: "
+        "empty 1, ratio 1); check --ratio/--min-len/--max-len"
+    )

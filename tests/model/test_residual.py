@@ -12,6 +12,7 @@ from pipeline_lib.model.residual import (
     PostLNConnection,
     PreLNConnection,
     Site,
+    TwoStreamCombiner,
 )
 
 
@@ -97,3 +98,49 @@ def test_variant_table() -> None:
     assert residual_variant("dlcl", "pre").connection is PreLNConnection
     assert residual_variant("dlcl", "post").connection is PostLNConnection
     assert residual_variant("admin").connection is AdminConnection
+
+
+# -- In-process checks of what the equations above leave open (make mutate MODULE=residual) ---------
+
+
+def test_two_streams_start_at_the_embedding_and_the_stack_outputs_the_main_one() -> None:
+    combiner = TwoStreamCombiner()
+    state = combiner.start(X)
+    assert len(state) == 1 and state[0][0] is X and state[0][1] is X
+    combiner.add(state, (X + 1, X - 1))  # a layer's (main, side) output replaces its input
+    torch.testing.assert_close(combiner.next_input(state), (X + 1, X - 1))
+    torch.testing.assert_close(combiner.output(state), X + 1)
+
+
+def test_dlcl_combines_a_bfloat16_history_in_bfloat16() -> None:
+    """Autocast layers hand back low-precision outputs while the weights stay fp32."""
+    combiner = DynamicLinearCombination(num_layers=2, d_model=4, norm="post").eval()
+    y0, y1 = X, X * 2 + 1
+    state = combiner.start(y0.bfloat16())
+    combiner.add(state, y1.bfloat16())
+    out = combiner.next_input(state)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), layer_norm((y0 + y1) / 2), atol=3e-2, rtol=0)
+
+
+def test_dlcl_mask_is_not_saved_in_checkpoints() -> None:
+    combiner = DynamicLinearCombination(num_layers=2, d_model=4, norm="pre")
+    norms = {f"norms.{k}.{p}" for k in range(3) for p in ("weight", "bias")}
+    assert set(combiner.state_dict()) == {"weight", *norms}
+
+
+def test_dlcl_variants_build_their_own_combiner_and_final_norm() -> None:
+    pre, post = residual_variant("dlcl", "pre"), residual_variant("dlcl", "post")
+    assert pre.final_norm and not post.final_norm  # pre-norm ends with an LN; post is normed already
+    for variant, pre_norm in ((pre, True), (post, False)):
+        combiner = variant.make_combiner(2, 4)
+        assert isinstance(combiner, DynamicLinearCombination) and combiner.pre_norm is pre_norm
+        assert len(combiner.norms) == 3
+
+
+def test_a_connection_keeps_its_site() -> None:
+    """Depth-aware connections read it (B2T: the first sub-layer and the last in its layer)."""
+    where = Site(4, 0.0, "decoder", 2, 6, 6, sublayer=2, sublayers=3)
+    for cls in (PostLNConnection, PreLNConnection, AdminConnection):
+        assert cls(where).site == where
+    assert where.last_in_layer and not Site(4, 0.0, "decoder", 2, 6, 6, sublayer=1, sublayers=3).last_in_layer
