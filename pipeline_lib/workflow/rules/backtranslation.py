@@ -7,9 +7,8 @@ import shlex
 from typing import Any
 
 from pipeline_lib.backtranslation.mix_settings import MixSettings
-from pipeline_lib.dataclass_cli import config_argv, config_keys
 from pipeline_lib.workflow.flags import flag_words, flags
-from pipeline_lib.workflow.rules.base import RuleFile
+from pipeline_lib.workflow.rules.base import RuleFile, block_argv
 
 
 class BacktranslationRules(RuleFile):
@@ -78,6 +77,5 @@ class BacktranslationRules(RuleFile):
             *self.langs(spec["dataset"]),
             ("mono-tgt", self.mono(bt)),
         ]
-        keys = config_keys(MixSettings, "backtranslation")
-        settings, _ = config_argv(MixSettings, "backtranslation", {k: spec[k] for k in keys})
+        settings, _ = block_argv(MixSettings, "backtranslation", spec)
         return shlex.join([*flag_words(head), *settings])

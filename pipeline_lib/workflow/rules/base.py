@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pipeline_lib.dataclass_cli import config_argv, marked_fields
+from pipeline_lib.dataclass_cli import config_argv, config_keys
 from pipeline_lib.workflow.flags import Pairs, flag_words
 from pipeline_lib.workflow.plan import Plan
 
@@ -41,7 +41,14 @@ class RuleFile:
         """A data stage's argv: ``head``, the flags of the dataset's ``marker:`` block keys that are
         fields of ``cls`` (less ``dropped``; a block may serve two stages: ``subword:`` holds
         learn-bpe's and apply-bpe's keys), ``tail``, and the block's word lists last."""
-        own = set(marked_fields(cls, marker)) - set(dropped)
-        block = self.plan.datasets[ds].get(marker, {})
-        settings, lists = config_argv(cls, marker, {k: v for k, v in block.items() if k in own})
+        settings, lists = block_argv(cls, marker, self.plan.datasets[ds].get(marker, {}), dropped)
         return shlex.join([*flag_words(head), *settings, *flag_words(tail), *lists])
+
+
+def block_argv(
+    cls: type, marker: str, block: dict[str, Any], dropped: Iterable[str] = ()
+) -> tuple[list[str], list[str]]:
+    """:func:`config_argv` of the keys of a config ``block`` that fields of ``cls`` marked ``marker``
+    take, under their config names (less ``dropped``); the block's other keys are other stages'."""
+    own = set(config_keys(cls, marker)) - set(dropped)
+    return config_argv(cls, marker, {k: v for k, v in block.items() if k in own})

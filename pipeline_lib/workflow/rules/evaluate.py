@@ -6,13 +6,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pipeline_lib.dataclass_cli import config_argv, config_keys
 from pipeline_lib.evaluate.metric_registry import compound_split_metrics, metric_spec
 from pipeline_lib.evaluate.significance_settings import SignificanceSettings
 from pipeline_lib.report.table_registry import instances
 from pipeline_lib.workflow.experiments import expand_group_names
 from pipeline_lib.workflow.flags import flag_words, flags
-from pipeline_lib.workflow.rules.base import RuleFile
+from pipeline_lib.workflow.rules.base import RuleFile, block_argv
 
 
 class EvaluateRules(RuleFile):
@@ -110,8 +109,7 @@ class EvaluateRules(RuleFile):
             ("ref", self.plan.reference(base)),
             ("baseline", f"{base}={self.plan.hyp_file(base)}"),
         ]
-        keys = config_keys(SignificanceSettings, "evaluation")
-        settings, _ = config_argv(SignificanceSettings, "evaluation", {k: ev[k] for k in keys})
+        settings, _ = block_argv(SignificanceSettings, "evaluation", ev)
         tail = [
             ("metrics", metric),
             ("no-matrix", not matrix),
