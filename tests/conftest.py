@@ -8,6 +8,7 @@ runs, tests/fixtures/ their data. Test modules are imported with ``--import-mode
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -53,10 +54,33 @@ def _one_unit_per_test(path: Path) -> bool:
     return f"{path.parent.name}/{path.name}" in ONE_UNIT_PER_TEST
 
 
+# `make mutate` runs pytest in mutants/, beside mutmut's record of each test's duration. mutmut passes a
+# mutant's tests as a set, in no useful order, and stops at the first failure: the cheapest modules
+# first make a killed mutant fail early.
+MUTMUT_STATS = "mutmut-stats.json"
+
+
+def _module_seconds() -> dict[str, float]:
+    stats = Path(MUTMUT_STATS)
+    if not stats.is_file():
+        return {}
+    seconds: dict[str, float] = {}
+    for nodeid, duration in json.loads(stats.read_text("utf-8")).get("duration_by_test", {}).items():
+        module = nodeid.split("::", 1)[0]
+        seconds[module] = seconds.get(module, 0.0) + duration
+    return seconds
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Stable: the tests of a module keep their order. Every xdist worker collects the same order.
-    items.sort(key=lambda item: _start_order(Path(item.path)))
+    module_seconds = _module_seconds()
+    items.sort(
+        key=lambda item: (
+            _start_order(Path(item.path)),
+            module_seconds.get(item.nodeid.split("::", 1)[0], 0.0),
+        )
+    )
 
 
 @pytest.hookimpl(optionalhook=True)

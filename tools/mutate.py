@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = ROOT / "mutants"
 SURVIVORS_FILE = ROOT / "tools" / "mutation_survivors.txt"
 TIMES_FILE = MUTANTS / "module_wall_times.json"  # with the state it describes: lost together
+MUTMUT = Path(sys.executable).parent / "mutmut"  # the venv's, also when the venv is not activated
 
 # Module name -> source file, quickest first as measured on 2 cores (the order `run` without a name uses);
 # search last: its tests are the slowest fast tests, hours for all its mutants.
@@ -188,13 +189,14 @@ def run_module(name: str, jobs: int, survivors: bool = False) -> None:
     refresh_unmutated_copies()
     start = time.monotonic()
     try:  # mutmut's command line, not its internals: its config and state stay its own
-        subprocess.run(["mutmut", "run", "--max-children", str(jobs), *todo], cwd=ROOT, check=True)
+        subprocess.run([str(MUTMUT), "run", "--max-children", str(jobs), *todo], cwd=ROOT, check=True)
     finally:  # an interrupted run keeps its verdicts (mutmut saves each one), so count its time too
         elapsed = time.monotonic() - start
         times = load_times()
         kind = "first" if known is None or not survivors else "retry"  # first pass vs re-checks
         times.setdefault(name, {}).setdefault(kind, 0.0)
         times[name][kind] += elapsed
+        MUTANTS.mkdir(exist_ok=True)
         TIMES_FILE.write_text(json.dumps(times, indent=1) + "\n", "utf-8")
     print(f"[mutate] {name}: {elapsed:.0f} s", flush=True)
 

@@ -5,7 +5,6 @@ A batch's cost is its padded size: sentences x longest (source or target) length
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,35 +44,6 @@ class Batch:
             self.indices,
             self.ntokens,
         )
-
-
-def _pad_rows(rows: Sequence[np.ndarray], pad: int, prefix: int | None, suffix: int | None) -> Tensor:
-    extra = (prefix is not None) + (suffix is not None)
-    out = torch.full((len(rows), max(len(r) for r in rows) + extra), pad, dtype=torch.long)
-    for i, row in enumerate(rows):
-        start = 0
-        if prefix is not None:
-            out[i, 0] = prefix
-            start = 1
-        out[i, start : start + len(row)] = torch.from_numpy(np.asarray(row, dtype=np.int64))
-        if suffix is not None:
-            out[i, start + len(row)] = suffix
-    return out
-
-
-def collate(
-    samples: Sequence[tuple[np.ndarray, np.ndarray]], indices: Sequence[int], pad: int, bos: int, eos: int
-) -> Batch:
-    sources = [s for s, _ in samples]
-    targets = [t for _, t in samples]
-    target = _pad_rows(targets, pad, None, eos)
-    return Batch(
-        src_tokens=_pad_rows(sources, pad, None, eos),
-        prev_tokens=_pad_rows(targets, pad, bos, None),
-        target=target,
-        indices=torch.as_tensor(np.asarray(indices, dtype=np.int64)),
-        ntokens=int(target.ne(pad).sum()),
-    )
 
 
 def plan_batches(

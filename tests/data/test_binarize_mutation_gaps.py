@@ -1,0 +1,2 @@
+"""Mutation gaps of binarize (docs/mutation.md): one fast test per surviving mutant, each with an oracle
+independent of the code under test."""
