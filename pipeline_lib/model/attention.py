@@ -76,12 +76,12 @@ class MultiheadAttention(nn.Module):
         d_model = self.out_proj.in_features
         return fused.weight[first * d_model : (first + 1) * d_model]
 
-    @torch.no_grad()
     def scale_residual_weights(self, gain: float, value_gain: float = 1.0) -> None:
         """Multiply the value and output projections by ``gain`` (the weights DeepNorm, Sub-LN and
         T-Fixup rescale at init; queries and keys keep theirs), the value by ``value_gain`` more."""
-        self.value_weight().mul_(gain * value_gain)
-        self.out_proj.weight.mul_(gain)
+        with torch.no_grad():
+            self.value_weight().mul_(gain * value_gain)
+            self.out_proj.weight.mul_(gain)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         batch, time, _ = x.shape

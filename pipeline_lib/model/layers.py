@@ -28,11 +28,11 @@ class FeedForward(nn.Module):
     def input_projections(self) -> list[nn.Linear]:
         return [self.fc1]
 
-    @torch.no_grad()
     def scale_residual_weights(self, gain: float) -> None:
         """Multiply both projections by ``gain`` (see ``MultiheadAttention.scale_residual_weights``)."""
-        self.fc1.weight.mul_(gain)
-        self.fc2.weight.mul_(gain)
+        with torch.no_grad():
+            self.fc1.weight.mul_(gain)
+            self.fc2.weight.mul_(gain)
 
     def forward(self, x: Tensor) -> Tensor:
         # 2-D, so that fc1's output is a tensor of its own, not a view: an in-place ReLU on a view

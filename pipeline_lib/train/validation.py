@@ -24,27 +24,27 @@ from pipeline_lib.train.tensorboard_log import TensorBoardLog
 from pipeline_lib.train.update import Updater, to_device
 
 
-@torch.no_grad()
 def validate(updater: Updater, data: SplitData, seed: int) -> dict[str, float]:
     """Loss, nll (bits/token) and perplexity over the split, summed over all ranks; no dropout."""
-    ranks = updater.ranks
-    updater.model.eval()
-    plan = data.batches(seed, 0, shuffle=False)
-    sums = torch.zeros(2, dtype=torch.float64, device=ranks.device)  # read once, at the end
-    ntokens = 0.0
-    for indices in plan[ranks.rank :: ranks.world]:
-        batch = to_device(data.collate(indices), ranks.device)
-        loss, nll = updater.forward_loss(batch, updater.model)
-        sums += torch.stack([loss.detach().double(), nll.detach().double()])
-        ntokens += batch.ntokens
-    loss_sum, nll_sum, ntokens = ranks.all_reduce([*sums.tolist(), ntokens])
-    denom = max(ntokens, 1.0) * LN2
-    return {
-        "loss": loss_sum / denom,
-        "nll_loss": nll_sum / denom,
-        "ppl": ppl(nll_sum / denom),
-        "ntokens": ntokens,
-    }
+    with torch.no_grad():
+        ranks = updater.ranks
+        updater.model.eval()
+        plan = data.batches(seed, 0, shuffle=False)
+        sums = torch.zeros(2, dtype=torch.float64, device=ranks.device)  # read once, at the end
+        ntokens = 0.0
+        for indices in plan[ranks.rank :: ranks.world]:
+            batch = to_device(data.collate(indices), ranks.device)
+            loss, nll = updater.forward_loss(batch, updater.model)
+            sums += torch.stack([loss.detach().double(), nll.detach().double()])
+            ntokens += batch.ntokens
+        loss_sum, nll_sum, ntokens = ranks.all_reduce([*sums.tolist(), ntokens])
+        denom = max(ntokens, 1.0) * LN2
+        return {
+            "loss": loss_sum / denom,
+            "nll_loss": nll_sum / denom,
+            "ppl": ppl(nll_sum / denom),
+            "ntokens": ntokens,
+        }
 
 
 AUTO_POINTS = 10  # --validate-interval-updates -1: about this many dev points over the planned run

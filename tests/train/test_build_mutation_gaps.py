@@ -4,10 +4,13 @@ independent of the code under test: the settings written out by hand, fairseq's 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 from torch import nn
 
+from pipeline_lib.cpu.onednn import onednn_available, uses_onednn
 from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.config import ModelConfig
 from pipeline_lib.train.build import (
@@ -141,3 +144,26 @@ def test_the_train_model_is_seeded_and_hooked_only_under_autocast(amp: str, hook
         train_config(seed=8, amp=amp), ModelConfig(**MODEL), torch.device("cpu"), None, False
     )
     assert not torch.equal(model.encoder.embed.table.weight, other.encoder.embed.table.weight)
+
+
+def test_compile_wraps_every_layer_and_says_so(caplog) -> None:
+    cfg = train_config(compile=True)
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.train.build"):
+        model = build_train_model(cfg, ModelConfig(**MODEL), torch.device("cpu"), None, chunked_loss=False)
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    assert all(layer._compiled_call_impl is not None for layer in layers)  # nn.Module.compile's wrapper
+    assert [r.getMessage() for r in caplog.records] == ["torch.compile (default): 2 layers"]
+
+
+@pytest.mark.parametrize("max_tokens", [1024, 4096])
+def test_auto_picks_onednn_only_for_big_models_and_batches_on_avx512(max_tokens: int, caplog) -> None:
+    """d >= 256 and >= 2,048 tokens per micro-batch on an AVX-512 CPU with oneDNN's linear op
+    (bench/HISTORY.md); mkl otherwise."""
+    big = {**MODEL, "d_model": 256, "ffn_dim": 256, "heads": 4}
+    cfg = train_config(cpu_gemm="auto", max_tokens=max_tokens)
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.train.build"):
+        model = build_train_model(cfg, ModelConfig(**big), torch.device("cpu"), None, chunked_loss=True)
+    avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    expected = "onednn" if avx512 and max_tokens >= 2048 and onednn_available() else "mkl"
+    assert [r.getMessage() for r in caplog.records] == [f"fp32 CPU matmuls: {expected}"]
+    assert uses_onednn(model.encoder.layers[0].ffn.fc1) == (expected == "onednn")

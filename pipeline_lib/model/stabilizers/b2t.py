@@ -55,29 +55,29 @@ def b2t_gain(layers: int) -> float:
     return layers**-0.5
 
 
-@torch.no_grad()
 def _draw_as_b2t_fairseq(layers: nn.Module) -> None:
-    for layer in layers:
-        for _, branch in layer.sublayers():
-            if isinstance(branch, MultiheadAttention):
-                d = branch.out_proj.in_features
-                for _, bias in attention_blocks(branch).values():
-                    torch_default_bias_(bias, d)
-            else:
-                torch_default_(branch.fc1.weight, branch.fc1.bias)
-                torch_default_(branch.fc2.weight, branch.fc2.bias)
+    with torch.no_grad():
+        for layer in layers:
+            for _, branch in layer.sublayers():
+                if isinstance(branch, MultiheadAttention):
+                    d = branch.out_proj.in_features
+                    for _, bias in attention_blocks(branch).values():
+                        torch_default_bias_(bias, d)
+                else:
+                    torch_default_(branch.fc1.weight, branch.fc1.bias)
+                    torch_default_(branch.fc2.weight, branch.fc2.bias)
 
 
-@torch.no_grad()
 def init(model: nn.Module, config: Any) -> None:
-    for stack in STACKS:
-        layers = getattr(model, stack).layers
-        if config.stabilizer_init == "authors":
-            _draw_as_b2t_fairseq(layers)
-        gain = b2t_gain(len(layers))
-        for module in layers.modules():
-            if isinstance(module, nn.Linear):
-                module.weight.mul_(gain)
+    with torch.no_grad():
+        for stack in STACKS:
+            layers = getattr(model, stack).layers
+            if config.stabilizer_init == "authors":
+                _draw_as_b2t_fairseq(layers)
+            gain = b2t_gain(len(layers))
+            for module in layers.modules():
+                if isinstance(module, nn.Linear):
+                    module.weight.mul_(gain)
 
 
 def b2t(config: Any) -> ResidualVariant:

@@ -64,19 +64,19 @@ class DeepNormConnection(PostLNConnection):
         return torch.tensor(self.alpha, dtype=self.norm.weight.dtype, device=self.norm.weight.device)
 
 
-@torch.no_grad()
 def _draw_as_transformer_clinic(stack: nn.Module, beta: float) -> None:
-    for layer in stack.layers:
-        for _, branch in layer.sublayers():
-            if isinstance(branch, MultiheadAttention):
-                blocks = attention_blocks(branch)
-                nn.init.xavier_normal_(blocks["q"][0], gain=1.0)
-                nn.init.xavier_normal_(blocks["k"][0], gain=1.0)
-                nn.init.xavier_normal_(blocks["v"][0], gain=beta)
-                nn.init.xavier_normal_(branch.out_proj.weight, gain=beta)
-            else:
-                nn.init.xavier_normal_(branch.fc1.weight, gain=beta)
-                nn.init.xavier_normal_(branch.fc2.weight, gain=beta)
+    with torch.no_grad():
+        for layer in stack.layers:
+            for _, branch in layer.sublayers():
+                if isinstance(branch, MultiheadAttention):
+                    blocks = attention_blocks(branch)
+                    nn.init.xavier_normal_(blocks["q"][0], gain=1.0)
+                    nn.init.xavier_normal_(blocks["k"][0], gain=1.0)
+                    nn.init.xavier_normal_(blocks["v"][0], gain=beta)
+                    nn.init.xavier_normal_(branch.out_proj.weight, gain=beta)
+                else:
+                    nn.init.xavier_normal_(branch.fc1.weight, gain=beta)
+                    nn.init.xavier_normal_(branch.fc2.weight, gain=beta)
 
 
 def init(model: nn.Module, config: Any) -> None:

@@ -47,17 +47,17 @@ def cross_attention(module: nn.Module) -> bool:
     return isinstance(module, MultiheadAttention) and not module.self_attention
 
 
-@torch.no_grad()
 def init(model: nn.Module, config: Any) -> None:
-    for stack in STACKS:
-        for depth, layer in enumerate(getattr(model, stack).layers, start=1):
-            gain = ds_init_gain(depth, config.ds_init_variant)
-            for module in layer.modules():
-                if isinstance(module, nn.Linear):
-                    module.weight.mul_(gain)
-                if cross_attention(module) and config.stabilizer_init == "authors":
-                    for weight, _ in attention_blocks(module).values():
-                        weight.mul_(2**0.5)  # zero's separate q/k/v maps: Xavier gain 1, not 1/√2
+    with torch.no_grad():
+        for stack in STACKS:
+            for depth, layer in enumerate(getattr(model, stack).layers, start=1):
+                gain = ds_init_gain(depth, config.ds_init_variant)
+                for module in layer.modules():
+                    if isinstance(module, nn.Linear):
+                        module.weight.mul_(gain)
+                    if cross_attention(module) and config.stabilizer_init == "authors":
+                        for weight, _ in attention_blocks(module).values():
+                            weight.mul_(2**0.5)  # zero's separate q/k/v maps: Xavier gain 1, not 1/√2
 
 
 def ds_init(config: Any) -> ResidualVariant:

@@ -29,18 +29,18 @@ def attention_blocks(attn: MultiheadAttention) -> dict[str, tuple[Tensor, Tensor
     return blocks
 
 
-@torch.no_grad()
 def torch_default_(weight: Tensor, bias: Tensor | None) -> None:
     """``nn.Linear.reset_parameters``: weight kaiming_uniform(a=√5), i.e. U(±1/√fan_in), bias
     U(±1/√fan_in)."""
-    nn.init.kaiming_uniform_(weight, a=math.sqrt(5))
-    if bias is not None:
-        bound = 1.0 / math.sqrt(weight.shape[1])
-        nn.init.uniform_(bias, -bound, bound)
+    with torch.no_grad():
+        nn.init.kaiming_uniform_(weight, a=math.sqrt(5))
+        if bias is not None:
+            bound = 1.0 / math.sqrt(weight.shape[1])
+            nn.init.uniform_(bias, -bound, bound)
 
 
-@torch.no_grad()
 def torch_default_bias_(bias: Tensor | None, fan_in: int) -> None:
-    if bias is not None:
-        bound = 1.0 / math.sqrt(fan_in)
-        nn.init.uniform_(bias, -bound, bound)
+    with torch.no_grad():
+        if bias is not None:
+            bound = 1.0 / math.sqrt(fan_in)
+            nn.init.uniform_(bias, -bound, bound)

@@ -47,14 +47,14 @@ class UnnormalizedConnection(SublayerConnection):
         return x + self.branch(f, x)
 
 
-@torch.no_grad()
 def init(model: nn.Module, config: Any) -> None:
-    n, m = config.encoder_layers, config.decoder_layers
-    for stack in STACKS:
-        scale_branch_weights(getattr(model, stack), t_fixup_gain(stack, n, m), value_gain=VALUE_GAIN)
-    # encoder's table first; a table shared by both stacks is listed once and takes the encoder's factor
-    for stack, table in zip(STACKS, embedding_tables(model), strict=False):
-        table.weight.mul_(t_fixup_embedding_gain(stack, n, m))
+    with torch.no_grad():
+        n, m = config.encoder_layers, config.decoder_layers
+        for stack in STACKS:
+            scale_branch_weights(getattr(model, stack), t_fixup_gain(stack, n, m), value_gain=VALUE_GAIN)
+        # encoder's table first; a table shared by both stacks is listed once and takes the encoder's factor
+        for stack, table in zip(STACKS, embedding_tables(model), strict=False):
+            table.weight.mul_(t_fixup_embedding_gain(stack, n, m))
 
 
 def t_fixup(config: Any) -> ResidualVariant:
