@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from pipeline_lib.model.attention import SMALL_QUERY, MultiheadAttention
+from pipeline_lib.model.attention import SMALL_QUERY, MultiheadAttention, avoid_cudnn_attention
 from pipeline_lib.model.kv_cache import EncoderKeyValues, SelfAttentionCache
 
 D, HEADS = 8, 2
@@ -83,20 +83,21 @@ def test_padding_and_causal_masks(time: int) -> None:
         torch.testing.assert_close(attn(x, key_padding_mask=pad), reference(attn, x, x, padded_only))
 
 
-def test_a_cached_prefix_shifts_the_causal_mask() -> None:
-    """Two new queries after a cached prefix of three: query i sees keys 0 .. 3 + i."""
+@pytest.mark.parametrize("prefix", [1, 3])
+def test_a_cached_prefix_shifts_the_causal_mask(prefix: int) -> None:
+    """Two new queries after a cached prefix: query i sees keys 0 .. prefix + i."""
     attn = module(True)
-    x = torch.randn(1, 5, D, dtype=torch.float64)
+    x = torch.randn(1, prefix + 2, D, dtype=torch.float64)
     cache = SelfAttentionCache()
     with torch.no_grad():
-        attn(x[:, :3], causal=True, cache=cache)
-        got = attn(x[:, 3:], causal=True, cache=cache)
-        allowed = [[[j <= 3 + i for j in range(5)] for i in range(2)]]
-        torch.testing.assert_close(got, reference(attn, x[:, 3:], x, allowed))
+        attn(x[:, :prefix], causal=True, cache=cache)
+        got = attn(x[:, prefix:], causal=True, cache=cache)
+        allowed = [[[j <= prefix + i for j in range(prefix + 2)] for i in range(2)]]
+        torch.testing.assert_close(got, reference(attn, x[:, prefix:], x, allowed))
         # one step at a time, as greedy decoding runs it
         step = SelfAttentionCache()
-        outs = [attn(x[:, t : t + 1], causal=True, cache=step) for t in range(5)]
-        full = reference(attn, x, x, [[[j <= i for j in range(5)] for i in range(5)]])
+        outs = [attn(x[:, t : t + 1], causal=True, cache=step) for t in range(prefix + 2)]
+        full = reference(attn, x, x, [[[j <= i for j in range(prefix + 2)] for i in range(prefix + 2)]])
         torch.testing.assert_close(torch.cat(outs, dim=1), full)
 
 
@@ -163,3 +164,31 @@ def test_the_value_rows_and_their_rescaling(self_attention: bool, rows: slice) -
     torch.testing.assert_close(attn.out_proj.weight.detach(), out_before * 0.5)
     inputs = attn.input_projections()
     assert inputs == ([attn.qkv_proj] if self_attention else [attn.q_proj])
+
+
+def test_without_a_value_gain_the_value_rows_take_the_gain_alone() -> None:
+    attn = module(True)
+    before = attn.qkv_proj.weight.detach().clone()
+    attn.scale_residual_weights(0.5)
+    torch.testing.assert_close(attn.qkv_proj.weight.detach()[2 * D :], before[2 * D :] * 0.5)
+
+
+def test_cudnn_attention_is_switched_off() -> None:
+    """A global switch, callable without a GPU: cuDNN's attention builds a graph per batch shape."""
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        avoid_cudnn_attention()
+        assert torch.backends.cuda.cudnn_sdp_enabled() is False
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
+
+
+@pytest.mark.parametrize("time, causal", [(SMALL_QUERY + 4, False), (5, True)])
+def test_no_attention_dropout_in_eval_on_the_sdpa_path(time: int, causal: bool) -> None:
+    attn = module(True)
+    attn.dropout = 0.5
+    x = torch.randn(2, time, D, dtype=torch.float64)
+    allowed = [[[not causal or j <= i for j in range(time)] for i in range(time)] for _ in range(2)]
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, causal=causal), reference(attn, x, x, allowed))

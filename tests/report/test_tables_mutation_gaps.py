@@ -608,6 +608,7 @@ def test_matrix_section_needs_a_matrix_and_takes_title_floor_and_paper_from_the_
         "Against the published matrix (S): 4 of 6 compared cells agree; where they differ, the paper's mark "
         "follows ours in brackets."
     )
+    assert lines[10] == ""  # a blank line between the agreement sentence and the legend
     assert "floor of tokenized BLEU 41.5 (no claim" in lines[11]
 
 
@@ -780,3 +781,40 @@ def test_a_diverged_row_has_no_decoding_cell_in_a_comparison():
         "| 6L-6L Admin | 6 | 6 |  | Admin | xavier | no | – | – | 11.0 | +1.0 | sampling (top-k 10) |",
         "| 9L-6L Admin | 9 | 6 |  | Admin | xavier | no | – | 5 | diverged | – | – |",
     ]
+
+
+def test_table1_withholds_the_mark_of_a_row_below_the_floor_and_leads_with_perplexity(tmp_path: Path):
+    runs = demo_runs()
+    runs["base"] = Run("base", info(6, "post_ln"), {"status": "completed", "update": 1000},
+                       scores(bleu=27.9, tok_bleu=28.0), 61_000_000)  # fmt: skip
+    table = {"baseline": "base", "rows": ["admin"]}
+    text = "\n".join(table1_section({"split": "test", "translation_floor": 27.8, "tables": {"table1": table}}, table, runs,
+                                    sig_file(tmp_path)))  # fmt: skip
+    assert "27.7†" not in text and "| 27.7 |" in text  # admin's 27.73 is below 27.8: no claim
+    assert "Not tested against 6L-6L Post-LN: 12L-6L Admin, below the translation floor" in text
+    low = "\n".join(
+        table1_section(
+            {"split": "test", "translation_floor": 99.0, "tables": {"table1": table}}, table, runs, None
+        )
+    )
+    assert "**Read dev perplexity here.**" in low  # no system reaches 99
+
+
+@pytest.mark.parametrize("n, text", [(1_050_000_000, "1.1B"), (101_500_000, "102M")])
+def test_fmt_params_divides_by_exact_powers_of_ten(n: int, text: str):
+    assert fmt_params(n) == text
+
+
+def test_render_ignores_tables_that_are_not_rendered_and_ends_with_one_newline(tmp_path: Path):
+    d = tmp_path / "base"
+    d.mkdir()
+    (d / "status.json").write_text(json.dumps({"status": "completed", "update": 10}))
+    score = {"schema": "deepnmt-score/1", "scores": {"bleu": {"score": 20.0, "signature": "s"}}}
+    (d / "score.json").write_text(json.dumps(score))
+    experiments = {"base": {**info(6, "post_ln"), "status": str(d / "status.json"), "score": str(d / "score.json"),
+                            "train_log": str(d / "none.jsonl")}}  # fmt: skip
+    comparisons = [{"name": "c", "title": "Depth", "rows": ["base"], "metrics": ["bleu"]}]
+    spec = {"split": "test", "experiments": experiments, "tables": {"comparisons": comparisons}}
+    text = render(spec)
+    with_analysis = render({**spec, "tables": {**spec["tables"], "analysis": ["base"]}})
+    assert with_analysis == text and text.endswith("`\n") and not text.endswith("\n\n")

@@ -8,15 +8,18 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from pipeline_lib.data.indexed import split_prefix, write_dataset
 from pipeline_lib.model import ModelConfig, build_model
 from pipeline_lib.train.build import Context, build_optimizer, build_scaler
 from pipeline_lib.train.collectives import Ranks
 from pipeline_lib.train.config import TrainConfig
 from pipeline_lib.train.run_log import JsonlLog
+from pipeline_lib.train.split_data import SplitData
 from pipeline_lib.train.tensorboard_log import TensorBoardLog
 from pipeline_lib.train.update import Updater
 from pipeline_lib.train.validation import BestLoss, Validation, validate, validate_interval
@@ -131,3 +134,45 @@ def test_only_the_main_rank_prints(tmp_path: Path, capsys) -> None:
     log = JsonlLog(tmp_path / "log.jsonl", enabled=False)
     Validation(updater(1, 2), data, 1, log, TensorBoardLog(tmp_path, False, None)).run(1, 5)
     assert capsys.readouterr().err == ""
+
+
+def test_a_resumed_best_is_kept_and_nothing_is_reported_before_a_validation(tmp_path: Path) -> None:
+    """status.json's "valid" is null until a validation ran; a resumed run's best (rebuilt from its
+    log) is the one a new dev loss must beat."""
+    data = split_data(tmp_path / "data", max_tokens=8)
+    log = JsonlLog(tmp_path / "log.jsonl", enabled=False)
+    resumed = BestLoss(loss=0.5, update=40, epoch=2)
+    validation = Validation(updater(), data, 1, log, TensorBoardLog(tmp_path, False, None), resumed)
+    assert validation.last is None and validation.best is resumed
+    assert validation.run(3, 50) is False  # an untrained model's loss is far above 0.5
+    assert (resumed.update, resumed.since) == (40, 1)
+
+
+def test_the_dev_loss_is_summed_in_float64(tmp_path: Path) -> None:
+    """A large dev set's loss: per-batch float32 losses summed in float64 (a float32 sum of 400 terms
+    is off by ~1e-7 relative)."""
+    rng = np.random.default_rng(0)
+    src = [rng.integers(4, VOCAB, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]
+    tgt = [rng.integers(4, VOCAB, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]
+    write_dataset(split_prefix(tmp_path, "valid", "en"), src)
+    write_dataset(split_prefix(tmp_path, "valid", "fr"), tgt)
+    data = SplitData(str(tmp_path), "valid", "en", "fr", 1000, 100, 1, PAD, BOS, EOS)  # one pair a batch
+    up = updater()
+    result = validate(up, data, seed=1)
+    total = 0.0
+    with torch.no_grad():
+        for indices in data.batches(1, 0, shuffle=False):
+            total += float(up.forward_loss(data.collate(indices), up.model)[0])
+    assert result["ntokens"] == sum(len(t) + 1 for t in tgt)
+    assert result["loss"] * result["ntokens"] * math.log(2) == pytest.approx(total, rel=1e-12)
+
+
+def test_a_dev_set_of_one_token_is_divided_by_one(tmp_path: Path) -> None:
+    write_dataset(split_prefix(tmp_path, "valid", "en"), [[5, 6]])
+    write_dataset(split_prefix(tmp_path, "valid", "fr"), [[]])  # the target is </s> alone
+    data = SplitData(str(tmp_path), "valid", "en", "fr", 1000, 100, None, PAD, BOS, EOS)
+    up = updater()
+    result = validate(up, data, seed=1)
+    nats, tokens = reference(up.model, [([5, 6], [])])
+    assert tokens == result["ntokens"] == 1
+    assert result["loss"] == pytest.approx(nats / math.log(2), rel=1e-5)

@@ -58,3 +58,12 @@ def test_b2t_draws_every_block_of_a_fused_attention_bias(depths: tuple[int, int]
             assert blocks.shape[0] == (3 if name.endswith("qkv_proj.bias") else 2), name
             for block in blocks:
                 assert 0.8 * bound < block.abs().max().item() <= bound, name
+
+
+def test_b2t_biases_are_drawn_from_the_whole_symmetric_interval() -> None:
+    """U(-1/√fan_in, +1/√fan_in): negative and positive draws alike, not one end of the interval."""
+    model = built("b2t", 6, 6)
+    for name, bias in model.named_parameters():
+        if name.endswith(("qkv_proj.bias", "kv_proj.bias", "q_proj.bias", "fc1.bias", "fc2.bias")):
+            for block in bias.detach().view(-1, D) if "proj" in name else [bias.detach()]:
+                assert block.min().item() < 0 < block.max().item(), name
