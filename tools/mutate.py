@@ -104,7 +104,9 @@ STATUS_BY_EXIT_CODE: dict[int | None, str] = {
     152: "timeout",
     255: "timeout",
     -11: "segfault",
-    -9: "segfault",
+    # mutmut's table says "segfault", but its runner sets RLIMIT_CPU (soft: SIGXCPU, -24; hard one second
+    # later: SIGKILL): a run that outlives SIGXCPU (a multiprocessing pool in the tests) ends as -9.
+    -9: "timeout",
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -183,3 +184,39 @@ def test_the_settings_defaults() -> None:
         None,
     )
     assert (cfg.workers, cfg.chunk_size) == (1, 5000)
+
+
+def test_the_vocabulary_comes_from_train_when_only_valid_is_binarized(tmp_path: Path, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.data.binarize"):
+        out = run(tmp_path, corpus(tmp_path), splits=("valid",))
+    assert (out / "vocab.txt").read_text(encoding="utf-8") == VOCAB_TXT
+    assert ids(out, "valid.en") == [[4, 3]]
+    assert "vocabulary: 10 types (incl. 4 specials)" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_split_of_empty_lines_has_no_unk_rate_to_divide(tmp_path: Path, caplog) -> None:
+    in_dir = corpus(tmp_path, {**TEXT, "valid.en": "\n\n", "valid.fr": "\n\n"})
+    out_dir = tmp_path / "deep" / "er" / "out"  # parents made too
+    with caplog.at_level(logging.INFO, logger="pipeline_lib.data.binarize"):
+        binarize(BinarizeSettings(in_dir=in_dir, out_dir=out_dir, src="en", tgt="fr", splits=("valid",)))
+    valid = json.loads((out_dir / "meta.json").read_text(encoding="utf-8"))["splits"]["valid"]
+    assert (valid["pairs"], valid["en_tokens"], valid["en_unk_rate"], valid["fr_unk_rate"]) == (
+        2,
+        0,
+        0.0,
+        0.0,
+    )
+    assert ids(out_dir, "valid.en") == [[], []]
+    assert any(r.getMessage().startswith("valid: {'pairs': 2, 'en_sha256': ") for r in caplog.records)
+
+
+def test_a_bad_setting_names_its_flag() -> None:
+    with pytest.raises(ConfigError, match="--threshold"):
+        BinarizeSettings(in_dir=Path("i"), out_dir=Path("o"), src="en", threshold=-1)
+
+
+def test_unknowns_are_summed_over_chunks(tmp_path: Path) -> None:
+    in_dir = corpus(tmp_path, {**TEXT, "valid.en": "q a\nr\n", "valid.fr": "y\ny\n"})  # q, r: unknown
+    out = run(tmp_path, in_dir, chunk_size=1)  # one line per chunk
+    valid = json.loads((out / "meta.json").read_text(encoding="utf-8"))["splits"]["valid"]
+    assert (valid["en_unk"], valid["en_tokens"], valid["en_unk_rate"]) == (2, 3, 2 / 3)
