@@ -186,3 +186,25 @@ def test_an_unrecorded_run_says_so(tmp_path: Path, capsys) -> None:
     _leave_a_run(save)
     prepare_save_dir(save, run_identity(_train(tmp_path), {}))
     assert "settings or data changed (no recorded settings)" in capsys.readouterr().out
+
+
+def test_a_run_at_exactly_its_budget_resumes_and_an_update_budget_ignores_epochs(tmp_path: Path) -> None:
+    """A finished run (update == max_update) rerun as typed is the same run, not past its budget;
+    without an epoch budget the epoch it reached does not count."""
+    save = tmp_path / "exp"
+    identity = run_identity(_train(tmp_path, max_update=100, max_epoch=0), {})
+    prepare_save_dir(save, identity)
+    _log(save, json.dumps({"update": 100, "epoch": 7}))
+    assert prepare_save_dir(save, identity) == "resume"
+    assert not (save / SUPERSEDED_DIR).exists()
+
+
+def test_one_process_by_default_and_paths_digest_as_their_text(tmp_path: Path) -> None:
+    single = run_identity(_train(tmp_path, max_tokens=4096, update_freq=2), {})
+    assert single["train"]["tokens_per_update"] == 4096 * 2  # world size 1 unless given
+    assert (
+        run_identity(_train(tmp_path, max_tokens=4096), {})["train"]["tokens_per_update"] == 4096
+    )  # no accumulation
+    as_path = run_identity(_train(tmp_path, spm_model=Path("/m/spm.model")), {})
+    as_text = run_identity(_train(tmp_path, spm_model="/m/spm.model"), {})
+    assert as_path["id"] == as_text["id"]
