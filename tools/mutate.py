@@ -13,7 +13,8 @@ test is added: `mutmut run <mutant name>`.
 
 Every survivor is judged in tools/mutation_survivors.txt: equivalent (no test can tell it from the
 original; the score leaves it out) or a gap, named with the fast test added to kill it. Score:
-killed / (mutants - equivalent), timeouts counted as not killed.
+killed / (mutants - equivalent), timeouts counted as not killed. A mutant judged equivalent is never
+run, also when it was judged by reading before its first run (the table says how many were).
 """
 
 from __future__ import annotations
@@ -180,9 +181,9 @@ def run_module(name: str, jobs: int, survivors: bool = False) -> None:
         todo = [module_prefix(source) + "*"]
     else:
         retry = {None, 2} | ({0, 5, 33} if survivors else set())  # 0: survived, 5/33: no tests
-        equivalent = (
-            {m for m, j in load_judgements().items() if j.kind == "equivalent"} if survivors else set()
-        )
+        # judged equivalent (also before a first run, by reading it): a mutant no test can kill runs
+        # every test that calls its function, minutes each for the model and decoding modules
+        equivalent = {m for m, j in load_judgements().items() if j.kind == "equivalent"}
         todo = [mutant for mutant, code in known.items() if code in retry and mutant not in equivalent]
         if not todo:
             print(f"[mutate] {name}: all {len(known)} mutants have a verdict (rm -r mutants/ to start over)")
@@ -214,6 +215,7 @@ class Row:
     no_tests: int = 0
     other: int = 0
     unfinished: int = 0
+    equivalent_unrun: int = 0  # of `equivalent`: judged by reading, never run (tools/mutation_survivors.txt)
 
     @property
     def score(self) -> str:
@@ -247,10 +249,11 @@ def summary(compact: bool = False) -> None:
         for mutant, code in known.items():
             status = STATUS_BY_EXIT_CODE.get(code, "suspicious")
             judged = judgements.get(mutant)
-            if status in ("not checked", "interrupted"):
-                row.unfinished += 1
-            elif judged is not None and judged.kind == "equivalent":
+            if judged is not None and judged.kind == "equivalent":
                 row.equivalent += 1  # out of the score whatever mutmut said
+                row.equivalent_unrun += status in ("not checked", "interrupted")
+            elif status in ("not checked", "interrupted"):
+                row.unfinished += 1
             elif status == "killed":
                 if judged is not None:
                     row.killed_by_added += 1
@@ -268,6 +271,8 @@ def summary(compact: bool = False) -> None:
                 row.other += 1
                 open_gaps.append(f"{mutant} ({status})")
         note = f" ({row.unfinished} not run)" if row.unfinished else ""
+        if row.equivalent_unrun:
+            note += f" ({row.equivalent_unrun} equivalent by reading, not run)"
         spent = times.get(name, {})
         wall = f"{spent.get('first', 0) / 60:.1f} + {spent.get('retry', 0) / 60:.1f} min" if spent else "-"
         if compact:

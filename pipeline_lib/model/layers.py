@@ -52,7 +52,7 @@ def site(config: ModelConfig, stack: str, layer: int, sublayer: int) -> Site:
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int = 0) -> None:
+    def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int) -> None:
         super().__init__()
         d, inner = config.d_model, variant.inner_norm
         self.self_attn = MultiheadAttention(
@@ -79,7 +79,7 @@ class DecoderLayerCache:
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int = 0) -> None:
+    def __init__(self, config: ModelConfig, variant: ResidualVariant, index: int) -> None:
         super().__init__()
         d, inner, heads, dropout = config.d_model, variant.inner_norm, config.heads, config.attention_dropout
         self.self_attn = MultiheadAttention(d, heads, dropout, self_attention=True, inner_norm=inner)

@@ -52,7 +52,10 @@ class JudgedUpdate:
     loss_sum: float  # nats, summed over ranks
     nll_sum: float
     gnorm: float
-    stepped: bool  # False when the step was skipped (fp16 overflow, non-finite values)
+    # False when the step was skipped or taken back: an fp16 overflow; non-finite values on the
+    # synchronous path. With --deferred-stats and no fp16 a non-finite update has stepped: the
+    # divergence check ends the run when it reads the statistics (Updater.conclude)
+    stepped: bool
 
 
 @dataclass(frozen=True)
