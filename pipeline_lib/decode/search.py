@@ -136,9 +136,14 @@ def _rows_at_max(max_lens: Tensor, step: int, min_max: int, per_sentence: int) -
     return (max_lens <= step).repeat_interleave(per_sentence)
 
 
-@torch.inference_mode()
 def beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) -> list[list[Hypothesis]]:
     """Beam search for a batch of sources (B, S) right-padded with </s>; n-best lists per sentence."""
+    # a block, not a decorator: mutmut leaves decorated functions unmutated (docs/mutation.md)
+    with torch.inference_mode():
+        return _beam_search(model, src_tokens, cfg)
+
+
+def _beam_search(model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig) -> list[list[Hypothesis]]:
     device = src_tokens.device
     bsz, k = src_tokens.shape[0], cfg.beam
     max_lens = max_lengths(model, src_tokens, cfg)
@@ -280,12 +285,18 @@ def _collect(
     return out
 
 
-@torch.inference_mode()
 def sample_search(
     model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig, generator: torch.Generator | None = None
 ) -> list[list[Hypothesis]]:
     """Greedy decoding (``cfg.greedy``) or ancestral sampling: ``nbest`` independent samples per
     sentence, full or top-k, from the tempered distribution; n-best lists sorted by score."""
+    with torch.inference_mode():  # a block, not a decorator (see beam_search)
+        return _sample_search(model, src_tokens, cfg, generator)
+
+
+def _sample_search(
+    model: TransformerModel, src_tokens: Tensor, cfg: SearchConfig, generator: torch.Generator | None
+) -> list[list[Hypothesis]]:
     device = src_tokens.device
     bsz = src_tokens.shape[0]
     per = cfg.nbest if cfg.sampling else 1

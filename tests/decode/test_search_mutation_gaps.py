@@ -30,7 +30,7 @@ from pipeline_lib.decode.inputs import (
     split_size,
 )
 from pipeline_lib.decode.outputs import OutputWriter, Postprocess, Rendered, render
-from pipeline_lib.decode.search import BOS, EOS, UNK, Hypothesis, SearchConfig, generate
+from pipeline_lib.decode.search import BOS, EOS, PAD, UNK, Hypothesis, SearchConfig, generate
 from pipeline_lib.errors import CheckpointError, ConfigError, InputError
 from pipeline_lib.model import build_model
 from pipeline_lib.model.config import ModelConfig
@@ -108,6 +108,41 @@ def test_max_len_a_scales_with_each_source_length(beam: int) -> None:
     src = torch.tensor([[5, 9, 7, EOS, 0, 0, 0, 0, 0, 0], [5, 9, 7, 8, 6, 5, 9, 7, 8, EOS]])
     hyps = generate(model, src, SearchConfig(beam=beam, max_len_a=0.5, max_len_b=1, min_len=50))
     assert [len(h[0].tokens) for h in hyps] == [3, 6]
+
+
+def test_top_1_sampling_takes_the_most_likely_token_at_every_step() -> None:
+    # oracle: one uncached forward pass over the sampled prefix; pad and bos are never generated,
+    # </s> not before min_len
+    model = _search_model()
+    src = torch.tensor([[5, 9, 7, EOS]])
+    cfg = SearchConfig(beam=1, sampling=True, sampling_topk=1, nbest=3, min_len=2, max_len_b=6)
+    for hyp in generate(model, src, cfg, torch.Generator().manual_seed(3))[0]:
+        prev = torch.tensor([[BOS, *hyp.tokens]])
+        with torch.no_grad():
+            lp = F.log_softmax(model.decode(prev, model.encode(src))[0].float(), dim=-1)
+        lp[:, [PAD, BOS]] = float("-inf")
+        lp[:2, EOS] = float("-inf")  # min_len 2
+        steps = len(hyp.tokens) + 1
+        at_limit = steps == 7  # max_len_b 6: the 7th position is </s>, forced
+        expected = [*hyp.tokens, EOS]
+        checked = steps - 1 if at_limit else steps
+        assert lp.argmax(dim=-1).tolist()[:checked] == expected[:checked]
+
+
+def test_top_k_of_zero_is_the_full_distribution() -> None:
+    # --sampling-topk <= 0 samples from every token: 0 draws what the default (-1) draws
+    model = _search_model()
+    src = torch.tensor([[5, 9, 7, EOS], [6, 8, EOS, PAD]])
+
+    def draw(topk: int) -> list[list[list[int]]]:
+        cfg = SearchConfig(beam=1, sampling=True, sampling_topk=topk, nbest=4, max_len_b=6)
+        return [
+            [h.tokens for h in hyps] for hyps in generate(model, src, cfg, torch.Generator().manual_seed(5))
+        ]
+
+    full = draw(-1)
+    assert draw(0) == full
+    assert draw(1) != full  # and the draw does depend on topk
 
 
 # -- translate outputs (pipeline_lib/decode/outputs.py) ------------------------------------------
