@@ -13,6 +13,7 @@ from torch import nn
 from pipeline_lib.cpu.onednn import onednn_available, uses_onednn
 from pipeline_lib.errors import CheckpointError, ConfigError
 from pipeline_lib.model.config import ModelConfig
+from pipeline_lib.train import build as build_module
 from pipeline_lib.train.build import (
     build_fp16_master,
     build_optimizer,
@@ -153,6 +154,14 @@ def test_compile_wraps_every_layer_and_says_so(caplog) -> None:
     layers = [*model.encoder.layers, *model.decoder.layers]
     assert all(layer._compiled_call_impl is not None for layer in layers)  # nn.Module.compile's wrapper
     assert [r.getMessage() for r in caplog.records] == ["torch.compile (default): 2 layers"]
+
+
+def test_compile_hands_the_configured_mode_to_the_layers(monkeypatch) -> None:
+    # a recorder for compile_layers: the mode reaches it by name (a compiled layer does not show it)
+    calls = []
+    monkeypatch.setattr(build_module, "compile_layers", lambda model, **kwargs: calls.append(kwargs) or 0)
+    build_train_model(train_config(compile=True), ModelConfig(**MODEL), torch.device("cpu"), None, False)
+    assert calls == [{"mode": "default"}]
 
 
 @pytest.mark.parametrize("max_tokens", [1024, 4096])
