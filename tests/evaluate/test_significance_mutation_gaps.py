@@ -3,6 +3,8 @@ a behaviour that no other fast test checked, found by a mutant that passed every
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pipeline_lib.errors import ConfigError
@@ -41,6 +43,19 @@ def test_significance_settings_boundaries() -> None:
         validate(0, 1)
     with pytest.raises(ConfigError):
         validate(1, 0)
+
+
+@pytest.mark.parametrize("before", [None, "41"])
+def test_the_seed_is_sacrebleus_during_the_test_only(monkeypatch, before: str | None) -> None:
+    # sacrebleu's signature shows the seed it read from SACREBLEU_SEED; afterwards the caller's value
+    # (or its absence) is back
+    if before is None:
+        monkeypatch.delenv("SACREBLEU_SEED", raising=False)
+    else:
+        monkeypatch.setenv("SACREBLEU_SEED", before)
+    out = paired_bootstrap(SYSTEMS[:2], REFS, n_samples=9, seed=7)
+    assert "|seed:7|" in out["signature"]
+    assert os.environ.get("SACREBLEU_SEED") == before
 
 
 def test_paired_bootstrap_defaults_and_result_fields() -> None:
