@@ -122,8 +122,7 @@ def test_a_non_finite_update_is_not_taken() -> None:
     before = [p.detach().clone() for p in up.params]
     *_, stepped = up.train_step(BATCHES, TOTAL, update=0)
     assert not stepped
-    for p, b in zip(up.params, before, strict=True):
-        assert torch.equal(p.detach(), b)
+    assert unchanged(up.params, before)
     assert all(p.grad is None for p in up.params)
 
 
@@ -177,9 +176,12 @@ def saved(params: list[torch.Tensor]) -> list[torch.Tensor]:
     return [p.detach().clone() for p in params]
 
 
+def unchanged(params: list[torch.Tensor], before: list[torch.Tensor]) -> bool:
+    return all(torch.equal(p.detach(), b) for p, b in zip(params, before, strict=True))
+
+
 def assert_equal(params: list[torch.Tensor], before: list[torch.Tensor]) -> None:
-    for p, b in zip(params, before, strict=True):
-        assert torch.equal(p.detach(), b)
+    assert unchanged(params, before)
 
 
 def saved_state(optimizer: torch.optim.Optimizer) -> list[dict]:
@@ -309,7 +311,7 @@ def test_fp16_deferred_steps_report_the_scalers_flag_and_scale_and_an_overflow_i
     stats = up.step_without_reading(loss_acc, nll_acc)
     values = stats.read()
     assert values[2] == math.inf and values[3] == 1.0 and values[4] == 2.0**15  # backoff_factor 0.5
-    assert not all(torch.equal(p.detach(), s) for p, s in zip(up.params, stepped, strict=True))
+    assert not unchanged(up.params, stepped)
     assert all(p.grad is None for p in up.params)
     judged = up.conclude(PendingUpdate(INFO, stats))
     assert not judged.stepped and judged.gnorm == math.inf
@@ -363,7 +365,7 @@ def test_fairseq_fp16_deferred_steps_move_the_masters_and_an_overflow_restores_m
     poison_a_gradient(up)
     stats = up.step_without_reading(loss_acc, nll_acc)
     assert stats.read()[2] == math.inf
-    assert not all(torch.equal(p.detach(), s) for p, s in zip(up.params, stepped_model, strict=True))
+    assert not unchanged(up.params, stepped_model)
     judged = up.conclude(PendingUpdate(INFO, stats))
     assert not judged.stepped
     assert_equal(masters, stepped_masters)
@@ -443,10 +445,17 @@ def one_rank_group(tmp_path):
         torch.distributed.destroy_process_group()
 
 
-def test_distributed_updates_go_through_ddp_as_configured(one_rank_group) -> None:
+@pytest.fixture
+def ddp_updater(one_rank_group) -> Updater:
+    """An updater that trains as one rank of that group, wrapped in DDP."""
     up = updater()
     up.ranks = Ranks(torch.device("cpu"), True, 1, 0)
     up.wrap_ddp()
+    return up
+
+
+def test_distributed_updates_go_through_ddp_as_configured(ddp_updater: Updater) -> None:
+    up = ddp_updater
     ddp = up.ddp
     assert isinstance(ddp, torch.nn.parallel.DistributedDataParallel) and ddp.module is up.model
     # buffers are not broadcast (fairseq's choice); gradients live in DDP's buckets; CPU: no device ids
@@ -490,11 +499,9 @@ def test_threaded_accumulation_skips_an_unused_parameter_and_keeps_going() -> No
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
 
 
-def test_ddp_syncs_once_per_update_in_the_last_micro_batchs_backward(one_rank_group) -> None:
+def test_ddp_syncs_once_per_update_in_the_last_micro_batchs_backward(ddp_updater: Updater) -> None:
     # a comm hook records which forward (1, 2, 3) the bucket all-reduce followed: no_sync before the last
-    up = updater()
-    up.ranks = Ranks(torch.device("cpu"), True, 1, 0)
-    up.wrap_ddp()
+    up = ddp_updater
     forwards, synced = [0], []
 
     def hook(state, bucket):
@@ -574,7 +581,7 @@ def test_a_synchronous_step_is_taken_only_on_finite_loss_and_norm(monkeypatch, s
     monkeypatch.setattr(up, "unscale_and_clip", lambda loss, nll: torch.tensor(stats, dtype=torch.float64))
     result = up.train_step(BATCHES, TOTAL, update=0)
     assert result[3] is stepped
-    assert all(torch.equal(p.detach(), b) for p, b in zip(up.params, before, strict=True)) is not stepped
+    assert unchanged(up.params, before) is not stepped
 
 
 def test_amp_fp16_synchronous_steps_and_overflows() -> None:
