@@ -42,11 +42,12 @@ def trajectory(out_dir: Path) -> dict:
     return {"returncode": done.returncode, "tail": done.stdout[-3000:], "cases": cases}
 
 
-def divergence(work: Path, smoke: bool) -> dict:
+def divergence(work: Path, smoke: bool, run_timeout: float) -> dict:
     from train_fixtures import make_bin_dir
 
     device = "cpu" if smoke else "cuda"
-    data = make_bin_dir(work / "data", n_train=200 if smoke else 20000, vocab_words=40 if smoke else 2000)
+    # ~140 updates an epoch: each epoch end saves the 18L-18L's weights and Adam moments (1.7 GB)
+    data = make_bin_dir(work / "data", n_train=200 if smoke else 100_000, vocab_words=40 if smoke else 2000)
     layers = "2" if smoke else "18"
     model = ["--d-model", "32", "--ffn-dim", "64", "--heads", "2"] if smoke else ["--arch", "base"]
     results = {}
@@ -63,20 +64,28 @@ def divergence(work: Path, smoke: bool) -> dict:
             "400" if smoke else "4096", "--seed", "1111", "--fp16-scale-window", "256",
             "--threshold-loss-scale", "0.03125", "--divergence-window", "20" if smoke else "100",
             "--progress", "none", "--log-interval", "10" if smoke else "100",
+            # whether and where it diverges is read from the training losses: no dev points, one epoch kept
+            "--validate-interval-updates", "0", "--keep-last-epochs", "1",
         ]  # fmt: skip
         start = time.perf_counter()
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=150)
+        try:
+            done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=run_timeout)
+            returncode, stderr = done.returncode, done.stderr
+        except subprocess.TimeoutExpired as e:  # the other modes still run; this one says how far it got
+            returncode = None
+            stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         status_file = save / "status.json"
         status = json.loads(status_file.read_text()) if status_file.is_file() else {}
         log = save / "train_log.jsonl"
         train = [json.loads(x) for x in log.read_text().splitlines()] if log.is_file() else []
         train = [r for r in train if r.get("kind") == "train"]
         results[mode] = {
-            "returncode": done.returncode, "status": status.get("status"), "update": status.get("update"),
+            "returncode": returncode, "status": status.get("status", "timeout" if returncode is None else None),
+            "update": status.get("update"),
             "criterion": status.get("criterion"), "reason": status.get("reason"),
             "last_nll_bits": train[-1]["nll_loss"] if train else None,
             "loss_scales": [r.get("loss_scale") for r in train], "wall_s": round(time.perf_counter() - start, 1),
-            "stderr_tail": done.stderr[-800:],
+            "last_logged_update": train[-1]["update"] if train else None, "stderr_tail": stderr[-800:],
         }  # fmt: skip
     return results
 
@@ -86,6 +95,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--cpu-smoke", action="store_true", help="the divergence part, tiny, on the CPU")
     ap.add_argument("--parts", nargs="+", default=["trajectory", "divergence"])
+    ap.add_argument("--run-timeout", type=float, default=150, help="seconds for each divergence run")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -100,7 +110,7 @@ def main() -> None:
                 (work / "trajectory").mkdir()
                 result["parts"]["trajectory"] = trajectory(work / "trajectory")
             elif part == "divergence":
-                result["parts"]["divergence"] = divergence(work, args.cpu_smoke)
+                result["parts"]["divergence"] = divergence(work, args.cpu_smoke, args.run_timeout)
             write_json(path, result)
     print(json.dumps({k: v for k, v in result["parts"].get("divergence", {}).items()}, indent=1)[:4000])
     print(f"wrote {path}")

@@ -11,14 +11,14 @@ finish before ``--deadline`` is recorded as skipped, not started):
 1a. ``fp16_numerics`` (issue 50, ``bench/fp16_numerics.py``): fairseq_fp16 against fairseq ``--fp16``, the
    loss-scale sequences side by side, and an 18L-18L post-LN run without warm-up under each precision.
 1b. Issue 51 (:func:`card_steps`): 60L-12L Admin at 28,672 target tokens per GPU, the En-Fr recipe's
-   458,752 over 16 GPUs as a 141 GB card takes it in one batch, bf16, fp16, the recipe's fairseq_fp16
-   and both fp16 modes with ``--deferred-stats``, and with CUDA graphs (``--compile-mode
-   reduce-overhead``); the same job beside fairseq split as the authors split it
-   (3,584 x 8, ``compare.py --fairseq-update-freq 8``; both post-LN, fairseq has no Admin); Big 6L-6L
-   fp16; back-translation sampling (``--modes sample``) of 2,000 sentences with the Big model beside
-   fairseq, with the hours for 21.8M sentences; the rate table rebuilt with this run's results
-   (``bench/gpu_rates.py --also <out>``) and ``plan --experiments-only`` for the En-Fr config on 80 and
-   141 GB cards.
+   458,752 over 16 GPUs as a 141 GB card takes it in one batch: bf16, then the recipe's fairseq_fp16
+   plain, with ``--deferred-stats`` and with ``--compile`` too; the same job beside fairseq split as the
+   authors split it (3,584 x 8, ``compare.py --fairseq-update-freq 8``; both post-LN, fairseq has no
+   Admin); Big 6L-6L fp16 plain, deferred, deferred and compiled; autocast fp16 and CUDA graphs
+   (``--compile-mode reduce-overhead``); back-translation sampling (``--modes sample``) of 2,000
+   sentences with the Big model beside fairseq, with the hours for 21.8M sentences; the rate table
+   rebuilt with this run's results (``bench/gpu_rates.py --also <out>``) and ``plan --experiments-only``
+   for the En-Fr config on 80 and 141 GB cards.
 2. Transformer-base 6L-6L, bf16, 16k target tokens per update, the trainer's own loop
    (``bench/train_throughput.py --loop``): plain, ``--deferred-stats``, ``--compile --pad-to-multiple 8``.
 3. 60L-12L Admin (ω from the closed form), base width, bf16, 3,584 target tokens per update, sentences of
@@ -37,6 +37,10 @@ finish before ``--deadline`` is recorded as skipped, not started):
    up; called again (``--steps gpu_demo``), it resumes and adds the walls. Alone:
    ``--steps gpu_demo_pilot gpu_demo``.
 
+A step whose modules (``Step.needs``) this interpreter cannot find is recorded as skipped, not run;
+the steps run with this checkout first on ``PYTHONPATH``. On a GPU machine with no package index,
+``bench/peers/offline_wheels.sh`` (here) and ``bench/peers/offline_setup.sh`` (there) bring the rest.
+
 Everything lands in one JSON (``gpu-<card>-evidence.json`` under ``--out``), rewritten after every step so
 that a run cut short keeps what it measured; ``--previous`` merges the steps an earlier, cut-short run
 finished. MFU is given against the matmul peak measured in the same run and against the card's datasheet
@@ -47,9 +51,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,12 +77,41 @@ COMPARE = ["--toolkits", "fairseq", "deepnmt", "--device", "cuda", "--precision"
            "--threads", "8", "--no-cudnn-attention", "--timeout", "240"]  # fmt: skip
 
 
+# What a step imports or runs beyond torch and numpy: a GPU image without a package index may lack them
+# (bench/peers/offline_wheels.sh lists the wheels to carry), and a step that would fail on an import
+# should cost no lease time.
+PLAN_NEEDS = ("yaml", "jsonschema")
+DEMO_NEEDS = (*PLAN_NEEDS, "snakemake", "sacremoses", "subword_nmt", "sentencepiece", "sacrebleu", "pandas",
+              "matplotlib", "exe:make")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
     argv: list[str]  # after the python executable; {json} is replaced by the step's result file
     timeout: float  # seconds
     expected: float  # seconds it usually takes: not started when less than this is left
+    needs: tuple[str, ...] = ()  # modules, or "exe:NAME" for a program on PATH
+
+
+def missing(step: Step) -> list[str]:
+    """What ``step`` needs that this interpreter (with the checkout on its path) cannot find."""
+    gone = []
+    for need in step.needs:
+        if need.startswith("exe:"):
+            found = shutil.which(need[4:]) is not None
+        else:
+            found = importlib.util.find_spec(need) is not None
+        if not found:
+            gone.append(need)
+    return gone
+
+
+def child_env() -> dict[str, str]:
+    """The steps' environment: this checkout first on PYTHONPATH, since a step runs ``bench/X.py`` (whose
+    own folder, not the checkout, heads its path) on an interpreter that may not have it installed."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *([path] if path else [])])}
 
 
 def steps() -> list[Step]:
@@ -104,7 +139,7 @@ def steps() -> list[Step]:
             60,
         ),
         # issue 50: fairseq_fp16 against fairseq --fp16, and a deep post-LN run under each precision
-        Step("fp16_numerics", ["bench/fp16_numerics.py", "--out", "{out}"], 600, 400),
+        Step("fp16_numerics", ["bench/fp16_numerics.py", "--out", "{out}", "--run-timeout", "90"], 600, 400),
         *card_steps(),
         Step("base_bf16", [tt, *loop16k, *BASE], 90, 15),
         Step("base_bf16_deferred", [tt, *loop16k, *BASE, "--deferred-stats"], 90, 15),
@@ -155,8 +190,8 @@ def demo_steps() -> list[Step]:
     demo = "bench/gpu_demo_run.py"
     args = ["--out", "{out}", "--timeout", "{timeout}", "--json", "{json}"]
     return [
-        Step("gpu_demo_pilot", [demo, "--pilot", *args], 480, 240),
-        Step("gpu_demo", [demo, *args], 600, 300),
+        Step("gpu_demo_pilot", [demo, "--pilot", *args], 480, 240, DEMO_NEEDS),
+        Step("gpu_demo", [demo, *args], 600, 300, DEMO_NEEDS),
     ]
 
 
@@ -197,23 +232,32 @@ def card_steps() -> list[Step]:
     sampling = [cmp, *COMPARE, "--preset", "big", "--max-tokens", "4096", "--updates", "1", "--warmup", "1",
                 "--decode-sentences", "2000", "--modes", "sample", "--json", "{json}"]  # fmt: skip
     plan = ["-m", "pipeline_lib", "plan", "--experiments-only", "--configfile", "config.wmt14_en_fr.yaml"]
+    deferred, compiled = ["--deferred-stats"], ["--compile", "--pad-to-multiple", "8", "--warmup", "8"]
     return [
+        # the recipe's precision first, plain and with each lever: the targets are about the best of them
         Step("enfr_60L12L_admin_card_bf16", [tt, *deep], 180, 45),
-        Step("enfr_60L12L_admin_card_fp16", [tt, *deep, *fp16], 180, 45),
-        # --deferred-stats for the fp16 recipes: the same job with and without it, in both fp16 modes
         Step("enfr_60L12L_admin_card_fairseq_fp16", [tt, *deep, *recipe], 180, 45),
+        Step("enfr_60L12L_admin_card_fairseq_fp16_deferred", [tt, *deep, *recipe, *deferred], 180, 45),
+        # inductor's fused kernels: at d=512 the norms, dropouts and residual sums are a large share
         Step(
-            "enfr_60L12L_admin_card_fairseq_fp16_deferred", [tt, *deep, *recipe, "--deferred-stats"], 180, 45
+            "enfr_60L12L_admin_card_fairseq_fp16_deferred_compile",
+            [tt, *deep, *recipe, *deferred, *compiled],
+            300,
+            120,
         ),
-        Step("enfr_60L12L_admin_card_fp16_deferred", [tt, *deep, *fp16, "--deferred-stats"], 180, 45),
-        Step("enfr_60L12L_admin_card_graphs", [tt, *deep, *graphs], 300, 120),
         Step("compare_60L12L_authors_shape", authors, 420, 200),
         Step("big_fp16", [tt, *big16], 90, 15),
+        Step("big_fp16_deferred", [tt, *big16, *deferred], 90, 15),
+        Step("big_fp16_deferred_compile", [tt, *big16, *deferred, *compiled], 180, 60),
+        # autocast fp16 with torch's GradScaler, and the launch-bound lever (CUDA graphs)
+        Step("enfr_60L12L_admin_card_fp16", [tt, *deep, *fp16], 180, 45),
+        Step("enfr_60L12L_admin_card_fp16_deferred", [tt, *deep, *fp16, *deferred], 180, 45),
+        Step("enfr_60L12L_admin_card_graphs", [tt, *deep, *graphs], 300, 120),
         Step("bt_sampling_big", sampling, 300, 90),
         # the rate table (bench/gpu_rates.py) with this run's results ahead of bench/results, then the plan
         Step("gpu_rates", ["bench/gpu_rates.py", "--also", "{out}"], 60, 2),
-        Step("plan_enfr_80GB", [*plan, "--gpu-memory-gb", "80"], 60, 2),
-        Step("plan_enfr_141GB", [*plan, "--gpu-memory-gb", "141"], 60, 2),
+        Step("plan_enfr_80GB", [*plan, "--gpu-memory-gb", "80"], 60, 2, PLAN_NEEDS),
+        Step("plan_enfr_141GB", [*plan, "--gpu-memory-gb", "141"], 60, 2, PLAN_NEEDS),
     ]
 
 
@@ -232,7 +276,7 @@ def cpu_smoke(step: Step) -> Step:
         argv.append("--cpu-smoke")
     if "--preset" in argv:
         argv[argv.index("--preset") + 1] = "small"
-    return Step(step.name, argv, step.timeout, 0)
+    return Step(step.name, argv, step.timeout, 0, step.needs)
 
 
 def card_name() -> str:
@@ -272,8 +316,9 @@ def run_step(step: Step, work: Path, log, remaining: float, out: Path) -> dict: 
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
-        )
+            argv, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=timeout,
+        )  # fmt: skip
         output, rc = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
         output = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -347,6 +392,10 @@ def main() -> None:
             if args.cpu_smoke:
                 step = cpu_smoke(step)
             remaining = args.deadline - (time.perf_counter() - t0)
+            if gone := missing(step):
+                report["steps"][step.name] = {"status": "skipped", "why": f"missing {', '.join(gone)}"}
+                print(f"[{step.name}] skipped: missing {', '.join(gone)}", flush=True)
+                continue
             if remaining < step.expected:
                 report["steps"][step.name] = {"status": "skipped", "why": f"{remaining:.0f}s left"}
                 print(f"[{step.name}] skipped: {remaining:.0f}s left", flush=True)

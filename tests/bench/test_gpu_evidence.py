@@ -1,0 +1,110 @@
+"""The GPU measurement scripts' plumbing, on the CPU: what bench/gpu_evidence.py runs on a short GPU lease
+must measure what it says (no validation inside a timed stretch), find the checkout from every step,
+and spend no lease time on a step whose packages the machine lacks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench"
+
+
+def _bench_module(name: str):
+    sys.path.insert(0, str(BENCH))  # the scripts import their neighbours (compare) by name
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+TINY = ["--device", "cpu", "--vocab", "300", "--d-model", "64", "--ffn", "128", "--heads", "2",
+        "--encoder-layers", "2", "--decoder-layers", "2", "--max-tokens", "512", "--threads", "1"]  # fmt: skip
+
+
+def test_the_loop_benchmark_times_training_only(tmp_path: Path):
+    """Run as typed, the loop benchmark reports its timed updates; the trainer's default dev points
+    (about ten a run) stay out of the stretch, or the script refuses to report a rate."""
+    out = tmp_path / "loop.json"
+    argv = [sys.executable, "bench/train_throughput.py", *TINY, "--loop", "--updates", "6", "--warmup", "2",
+            "--json", str(out)]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["timed_updates"] == 6 and result["warmup_updates"] == 2
+    assert result["tokens_per_s_min"] <= result["tokens_per_s_median"] <= result["tokens_per_s_max"]
+    # one validation, after the last update: the run's end, not inside the stretch
+    assert done.stderr.count("valid loss") == 1 and "update 8: valid" in done.stderr
+
+
+def _log(save_dir: Path, valid_after: list[int]) -> None:
+    records = [{"kind": "train", "update": u, "time": float(u), "tokens_per_s": 100.0, "tokens_per_update": 100,
+                "updates_per_s": 1.0, "memory_mb": 1.0, "memory_kind": "rss"} for u in range(1, 9)]  # fmt: skip
+    records += [{"kind": "valid", "update": u, "loss": 1.0} for u in valid_after]
+    (save_dir / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@pytest.mark.parametrize(
+    ("valid_after", "refused"),
+    [([1], False), ([8], False), ([2], True), ([5], True), ([1, 7], True)],
+)
+def test_a_validation_inside_the_timed_stretch_is_refused(tmp_path: Path, valid_after, refused):
+    """Warm-up updates 1-2, timed 3-8: a validation after update 2..7 lands in a timed update's time."""
+    bench = _bench_module("train_throughput")
+    _log(tmp_path, valid_after)
+    trainer = SimpleNamespace(cfg=SimpleNamespace(save_dir=str(tmp_path)))
+    args = SimpleNamespace(warmup=2, deferred_stats=False, compile=False, checkpoint_activations=False,
+                           compile_mode="default", residual="post_ln", amp="none", device="cpu", max_tokens=512,
+                           update_freq=1, lengths=(10, 40), vocab=300, pad_to_multiple=1, threads=1)  # fmt: skip
+    model = SimpleNamespace(encoder_layers=2, decoder_layers=2, d_model=64, ffn_dim=128, heads=2, dropout=0.1,
+                            attention_dropout=0.0, activation_dropout=0.0, describe=lambda: "2L-2L")  # fmt: skip
+    if refused:
+        with pytest.raises(SystemExit, match="inside the timed stretch"):
+            bench.loop_result(trainer, args, model, (10, 40), 1.0)
+    else:
+        assert bench.loop_result(trainer, args, model, (10, 40), 1.0)["timed_updates"] == 6
+
+
+def test_a_step_without_its_packages_is_skipped_and_costs_nothing(tmp_path: Path):
+    evidence = _bench_module("gpu_evidence")
+    step = evidence.Step(
+        "x", ["-c", "pass"], 10, 0, ("json", "no_such_module_x", "exe:sh", "exe:no-such-program-x")
+    )
+    assert evidence.missing(step) == ["no_such_module_x", "exe:no-such-program-x"]
+    assert all("jsonschema" in s.needs for s in evidence.steps() if s.name.startswith(("plan_", "gpu_demo")))
+
+
+def test_every_step_finds_the_checkout_first_on_its_path(tmp_path: Path, monkeypatch):
+    """A step runs ``bench/X.py`` on the machine's own interpreter, where the checkout is not installed:
+    its imports of pipeline_lib resolve through PYTHONPATH, this checkout ahead of anything set."""
+    evidence = _bench_module("gpu_evidence")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    step = evidence.Step("path", ["-c", "import os, pipeline_lib; print(os.environ['PYTHONPATH'])"], 60, 0)
+    with open(tmp_path / "log", "w") as log:
+        record = evidence.run_step(step, tmp_path, log, 60, tmp_path)
+    assert record["status"] == "ok"
+    assert record["output_tail"].strip().split(os.pathsep) == [str(REPO), "/somewhere/else"]
+
+
+def test_the_card_steps_run_end_to_end_in_miniature(tmp_path: Path):
+    """The --cpu-smoke run of the card's training step (deferred statistics; fp32 on a CPU) and the
+    plan's step: each ok, a rate measured, the plan priced."""
+    names = ["enfr_60L12L_admin_card_fairseq_fp16_deferred", "plan_enfr_80GB"]
+    argv = [sys.executable, "bench/gpu_evidence.py", "--cpu-smoke", "--out", str(tmp_path), "--steps", *names]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads((tmp_path / "gpu-cpu-evidence.json").read_text())
+    steps = report["steps"]
+    assert {n: steps[n]["status"] for n in names} == dict.fromkeys(names, "ok")
+    train = steps[names[0]]["result"]
+    assert train["levers"] == ["deferred_stats"] and train["tokens_per_s_aggregate"] > 0
+    assert "| enfr_60L12L_admin |" in steps["plan_enfr_80GB"]["result"]["table"]
