@@ -11,7 +11,8 @@ Runs inside the toolkit's own venv (standard library + torch + the toolkit only)
   forward, backward, step and the toolkit's own logging all included). The real target tokens of each
   update (non-padding labels, </s> included, as fairseq's ``ntokens``) are counted by wrapping the one
   toolkit function that receives the batch: fairseq ``Trainer.train_step``, OpenNMT-py
-  ``Trainer._gradient_accumulation``, Sockeye ``EarlyStoppingTrainer._step``, ours ``Trainer.train_step``;
+  ``Trainer._gradient_accumulation``, Sockeye ``EarlyStoppingTrainer._step``, ours
+  ``Updater.accumulate_gradients``;
   Sockeye's own speed log counts padded *source* tokens, so it is not used.
 * ``--min-len N`` (Sockeye decoding only): Sockeye 3.1.34 has no minimum output length; this applies
   fairseq's ``--min-len`` rule (</s> forbidden for the first N steps) by setting the </s> score to +inf in
@@ -119,12 +120,18 @@ def _count_tokens(toolkit: str, rec: Recorder) -> None:
 
         _wrap(EarlyStoppingTrainer, "_step", sockeye_tokens)
     elif toolkit == "deepnmt":
-        from pipeline_lib.train.trainer import Trainer
+        from pipeline_lib.train.update import Updater
 
-        def deepnmt_tokens(self, local, total_tokens, *a, **k):  # noqa: ANN001, ANN202
+        # every update's forward and backward, plain or --deferred-stats; an fp16 overflow found one
+        # update late runs that update's batches again, which trains them once: counted once
+        def deepnmt_tokens(self, batches, total_tokens, *a, **k):  # noqa: ANN001, ANN202
             rec.add_tokens(int(total_tokens))
 
-        _wrap(Trainer, "train_step", deepnmt_tokens)
+        def deepnmt_replay(self, batches, total_tokens, *a, **k):  # noqa: ANN001, ANN202
+            rec.add_tokens(-int(total_tokens))
+
+        _wrap(Updater, "accumulate_gradients", deepnmt_tokens)
+        _wrap(Updater, "replay", deepnmt_replay)
 
 
 def _sockeye_min_len(min_len: int) -> None:

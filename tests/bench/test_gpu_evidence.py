@@ -108,3 +108,21 @@ def test_the_card_steps_run_end_to_end_in_miniature(tmp_path: Path):
     train = steps[names[0]]["result"]
     assert train["levers"] == ["deferred_stats"] and train["tokens_per_s_aggregate"] > 0
     assert "| enfr_60L12L_admin |" in steps["plan_enfr_80GB"]["result"]["table"]
+
+
+@pytest.mark.slow
+def test_our_side_of_the_fairseq_comparison_trains_and_counts_each_update_once(tmp_path: Path):
+    """bench/compare.py runs our trainer through bench/peers/shim.py, which times optimizer steps and
+    counts the target tokens of each update where the updater receives them: one batch of at most
+    --max-tokens per update, at the rate the trainer's own log gives."""
+    out = tmp_path / "compare.json"
+    argv = [sys.executable, "bench/compare.py", "--toolkits", "deepnmt", "--device", "cpu", "--precision", "fp32",
+            "--preset", "small", "--words", "300", "--threads", "2", "--max-tokens", "512", "--updates", "3",
+            "--warmup", "2", "--no-decode", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ours = json.loads(out.read_text())["toolkits"]["deepnmt"]
+    assert ours["status"] == "ok", ours.get("error")
+    train = ours["train"]
+    assert train["timed_updates"] == 3 and 0 < train["target_tokens_per_update"] <= 512
+    assert 0.5 < train["tokens_per_s_median"] / train["own_log_tokens_per_s_median"] < 2
