@@ -96,8 +96,8 @@ def test_every_step_finds_the_checkout_first_on_its_path(tmp_path: Path, monkeyp
 
 
 def test_the_card_steps_run_end_to_end_in_miniature(tmp_path: Path):
-    """The --cpu-smoke run of the card's training step (deferred statistics; fp32 on a CPU) and the
-    plan's step: each ok, a rate measured, the plan priced."""
+    """The --cpu-smoke run of the card's training step (fairseq's fp16 semantics, which a CPU has too,
+    and deferred statistics) and the plan's step: each ok, a rate measured, the plan priced."""
     names = ["enfr_60L12L_admin_card_fairseq_fp16_deferred", "plan_enfr_80GB"]
     argv = [sys.executable, "bench/gpu_evidence.py", "--cpu-smoke", "--out", str(tmp_path), "--steps", *names]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -106,7 +106,8 @@ def test_the_card_steps_run_end_to_end_in_miniature(tmp_path: Path):
     steps = report["steps"]
     assert {n: steps[n]["status"] for n in names} == dict.fromkeys(names, "ok")
     train = steps[names[0]]["result"]
-    assert train["levers"] == ["deferred_stats"] and train["tokens_per_s_aggregate"] > 0
+    assert train["levers"] == ["deferred_stats"] and train["amp"] == "fairseq_fp16"
+    assert train["tokens_per_s_aggregate"] > 0
     assert "| enfr_60L12L_admin |" in steps["plan_enfr_80GB"]["result"]["table"]
 
 
