@@ -1,11 +1,11 @@
-"""Training throughput of the real Trainer.train_step on synthetic data, on CPU or GPU, with an optional profile.
+"""Training throughput of the real training step (Updater.train_step) on synthetic data, on CPU or GPU, with an optional profile.
 
     .venv/bin/python bench/train_throughput.py [--threads 2] [--updates 10] [--warmup 3] [--vocab 8000]
     python bench/train_throughput.py --device cuda --amp bf16 --d-model 512 --ffn 2048 --heads 8 \\
         --encoder-layers 24 --max-tokens 16384 --updates 30 --profile
 
 Synthetic binarized data (written with IndexedDatasetWriter; source lengths uniform in 10..40 tokens, target =
-source +-2), the real Trainer.train_step (collate + forward + label-smoothed loss + backward + Adam step).
+source +-2), the real Updater.train_step (collate + forward + label-smoothed loss + backward + Adam step).
 Prints the median target tokens/s over the timed updates (warm-up updates excluded) and peak memory;
 ``--profile`` adds torch.profiler's top operators over three more updates. The side-by-side numbers against
 other toolkits come from bench/compare.py; this script is for looking inside one configuration.
