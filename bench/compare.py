@@ -46,6 +46,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -688,7 +689,20 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=1,
         help="fairseq accumulates this many micro-batches of max_tokens/N per update (the authors' V100 "
-        "split of the same update); ours trains it as one batch (the card's shape)",
+        "split of the same update); ours trains it as --deepnmt-update-freq batches (the card's shape)",
+    )
+    g.add_argument(
+        "--deepnmt-update-freq",
+        type=int,
+        default=1,
+        help="ours accumulates this many micro-batches of max_tokens/N per update (on a GPU): the shape "
+        "`plan --gpu-memory-gb` gives the card",
+    )
+    g.add_argument(
+        "--deepnmt-train-args",
+        default="",
+        help="more `train` flags for ours, appended (e.g. '--amp fairseq_fp16 --deferred-stats': the last "
+        "--amp wins); results with any are not rows of bench/gpu_rates.py's table",
     )
     g.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: fairseq and deepnmt only")
     g.add_argument(
@@ -772,7 +786,10 @@ def main() -> None:
     setups = {
         name: Setup(
             work=work_root / name,
-            update_freq=args.fairseq_update_freq if name == "fairseq" else 1,
+            update_freq={"fairseq": args.fairseq_update_freq, "deepnmt": args.deepnmt_update_freq}.get(
+                name, 1
+            ),
+            extra_train=tuple(shlex.split(args.deepnmt_train_args)) if name == "deepnmt" else (),
             **s_common,
         )
         for name in names
@@ -838,6 +855,8 @@ def main() -> None:
             "timed_updates": args.updates,
             "max_tokens": args.max_tokens,
             "fairseq_update_freq": args.fairseq_update_freq,
+            "deepnmt_update_freq": args.deepnmt_update_freq,
+            "deepnmt_train_args": args.deepnmt_train_args,
             "model": args.shape.describe(),
             "device": args.device,
             "precision": args.precision,

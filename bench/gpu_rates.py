@@ -93,6 +93,7 @@ def compare_rows(path: Path) -> list[dict]:
         ours.get("status") != "ok"
         or "tokens_per_s_aggregate" not in train
         or settings.get("device") != "cuda"
+        or settings.get("deepnmt_train_args")  # opt-in levers: not the workflow's default rate
     ):
         return []
     peak = report["matmul_peak_gflops"]
@@ -101,7 +102,7 @@ def compare_rows(path: Path) -> list[dict]:
         _row(
             report["machine"]["gpu"],
             settings["model"],
-            settings["max_tokens"],
+            settings["max_tokens"] // settings.get("deepnmt_update_freq", 1),  # per micro-batch
             settings["precision"],
             train["tokens_per_s_aggregate"],
             report["flops"]["flops_per_target_token"],

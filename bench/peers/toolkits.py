@@ -60,8 +60,9 @@ class Setup:
     decode_batch: int = DECODE_BATCH
     beam: int = BEAM
     # micro-batches per update (fairseq and ours on a GPU): max_tokens // update_freq each, the same
-    # max_tokens per update; how the authors split a V100's update
+    # max_tokens per update; how the authors split a V100's update, or how the plan shapes it for a card
     update_freq: int = 1
+    extra_train: tuple[str, ...] = ()  # ours: more `train` flags, appended
 
 
 @dataclass(frozen=True)
@@ -401,6 +402,7 @@ class DeepNMT(Toolkit):
             "--warmup-updates", "4000", "--warmup-init-lr", "1e-7", "--clip-norm", "0", *runtime,
             "--max-update", str(s.updates), "--device", s.device, "--amp", amp,
             "--num-threads", str(s.threads), "--seed", "1", "--log-interval", "1", "--progress", "none",
+            *s.extra_train,
         ]  # fmt: skip
         return Command("pipeline_lib", args)
 

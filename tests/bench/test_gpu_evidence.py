@@ -127,3 +127,59 @@ def test_our_side_of_the_fairseq_comparison_trains_and_counts_each_update_once(t
     train = ours["train"]
     assert train["timed_updates"] == 3 and 0 < train["target_tokens_per_update"] <= 512
     assert 0.5 < train["tokens_per_s_median"] / train["own_log_tokens_per_s_median"] < 2
+
+
+def test_the_flagship_steps_time_the_job_the_plan_gives_a_141_gb_card():
+    """The 60L-12L card steps and their fairseq side-by-side train one GPU's share of the En-Fr
+    recipe's update, shaped as `plan --gpu-memory-gb 141` shapes it (ours) and as the authors' config
+    states it (fairseq): bench constants that drift from the plan would time another job."""
+    import copy
+
+    from pipeline_lib.workflow.cli_check_config import check
+    from pipeline_lib.workflow.plan import Plan
+
+    evidence = _bench_module("gpu_evidence")
+    config = copy.deepcopy(check([REPO / "config.wmt14_en_fr.yaml"], REPO).config)
+    config["card"] = {"memory_gb": 141}
+    plan = Plan(config)
+    card, authors = plan.train_shape(evidence.FLAGSHIP), plan.authors_shape(evidence.FLAGSHIP)
+    assert (card.max_tokens, card.update_freq) == (evidence.CARD_TOKENS, evidence.CARD_UPDATE_FREQ)
+    assert (authors.max_tokens, authors.update_freq) == (
+        evidence.AUTHORS_TOKENS,
+        evidence.AUTHORS_UPDATE_FREQ,
+    )
+    assert card.tokens_per_update == authors.tokens_per_update  # the same update, one GPU's share each
+    assert card.gpus == authors.gpus
+    flagship = plan.experiments[evidence.FLAGSHIP]
+    steps = {s.name: s.argv for s in evidence.steps()}
+    for name in ("enfr_60L12L_admin_card_bf16", "compare_60L12L_authors_shape"):
+        argv = steps[name]
+        layers = (
+            int(argv[argv.index("--encoder-layers") + 1]),
+            int(argv[argv.index("--decoder-layers") + 1]),
+        )
+        assert layers == (flagship["encoder_layers"], flagship["decoder_layers"])
+    compare = steps["compare_60L12L_authors_shape"]
+    per_gpu = int(compare[compare.index("--max-tokens") + 1])
+    assert per_gpu == card.max_tokens * card.update_freq == authors.max_tokens * authors.update_freq
+
+
+def test_our_side_of_the_flagship_comparison_is_the_card_shape_in_the_recipe_s_fp16(tmp_path: Path):
+    """The GPU command compare.py gives our trainer for that step: the plan's 40,000 x 2, then the step's
+    own flags after compare's `--amp fp16`, so that fairseq's fp16 semantics and --deferred-stats hold."""
+    import shlex
+
+    from pipeline_lib.cli import build_parser
+    from pipeline_lib.train.cli import train_config_from_args
+
+    _bench_module("compare")  # puts bench/peers on the path and loads toolkits as compare.py does
+    toolkits = sys.modules["toolkits"]
+    argv = {s.name: s.argv for s in _bench_module("gpu_evidence").steps()}["compare_60L12L_authors_shape"]
+    extra = next(a.split("=", 1)[1] for a in argv if a.startswith("--deepnmt-train-args="))
+    setup = toolkits.Setup(raw=tmp_path, work=tmp_path, updates=14, max_tokens=80000, threads=8, max_src_len=50,
+                           device="cuda", precision="fp16", update_freq=2, extra_train=tuple(shlex.split(extra)))  # fmt: skip
+    command = toolkits.TOOLKITS["deepnmt"].train(setup)
+    args = build_parser("train").parse_args(command.args)
+    cfg = train_config_from_args(args)
+    assert (cfg.max_tokens, cfg.update_freq) == (40000, 2)
+    assert cfg.amp == "fairseq_fp16" and cfg.deferred_stats
