@@ -3,22 +3,19 @@ on an interpreter whose packages came as wheels) and its verdicts on the issue's
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def demo():
-    spec = importlib.util.spec_from_file_location("gpu_demo_run", REPO / "bench" / "gpu_demo_run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("gpu_demo_run")
 
 
 def test_the_runner_runs_make_demo_gpu_s_snakemake_line_as_a_module(demo):

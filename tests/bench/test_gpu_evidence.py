@@ -4,7 +4,6 @@ and spend no lease time on a step whose packages the machine lacks."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,18 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from bench_scripts import load_bench_script
 
 REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench"
-
-
-def _bench_module(name: str):
-    sys.path.insert(0, str(BENCH))  # the scripts import their neighbours (compare) by name
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 TINY = ["--device", "cpu", "--vocab", "300", "--d-model", "64", "--ffn", "128", "--heads", "2",
@@ -59,7 +49,7 @@ def _log(save_dir: Path, valid_after: list[int]) -> None:
 )
 def test_a_validation_inside_the_timed_stretch_is_refused(tmp_path: Path, valid_after, refused):
     """Warm-up updates 1-2, timed 3-8: a validation after update 2..7 lands in a timed update's time."""
-    bench = _bench_module("train_throughput")
+    bench = load_bench_script("train_throughput")
     _log(tmp_path, valid_after)
     trainer = SimpleNamespace(cfg=SimpleNamespace(save_dir=str(tmp_path)))
     args = SimpleNamespace(warmup=2, deferred_stats=False, compile=False, checkpoint_activations=False,
@@ -75,7 +65,7 @@ def test_a_validation_inside_the_timed_stretch_is_refused(tmp_path: Path, valid_
 
 
 def test_a_step_without_its_packages_is_skipped_and_costs_nothing(tmp_path: Path):
-    evidence = _bench_module("gpu_evidence")
+    evidence = load_bench_script("gpu_evidence")
     step = evidence.Step(
         "x", ["-c", "pass"], 10, 0, ("json", "no_such_module_x", "exe:sh", "exe:no-such-program-x")
     )
@@ -86,7 +76,7 @@ def test_a_step_without_its_packages_is_skipped_and_costs_nothing(tmp_path: Path
 def test_every_step_finds_the_checkout_first_on_its_path(tmp_path: Path, monkeypatch):
     """A step runs ``bench/X.py`` on the machine's own interpreter, where the checkout is not installed:
     its imports of pipeline_lib resolve through PYTHONPATH, this checkout ahead of anything set."""
-    evidence = _bench_module("gpu_evidence")
+    evidence = load_bench_script("gpu_evidence")
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
     step = evidence.Step("path", ["-c", "import os, pipeline_lib; print(os.environ['PYTHONPATH'])"], 60, 0)
     with open(tmp_path / "log", "w") as log:
@@ -138,7 +128,7 @@ def test_the_flagship_steps_time_the_job_the_plan_gives_a_141_gb_card():
     from pipeline_lib.workflow.cli_check_config import check
     from pipeline_lib.workflow.plan import Plan
 
-    evidence = _bench_module("gpu_evidence")
+    evidence = load_bench_script("gpu_evidence")
     config = copy.deepcopy(check([REPO / "config.wmt14_en_fr.yaml"], REPO).config)
     config["card"] = {"memory_gb": 141}
     plan = Plan(config)
@@ -172,9 +162,9 @@ def test_our_side_of_the_flagship_comparison_is_the_card_shape_in_the_recipe_s_f
     from pipeline_lib.cli import build_parser
     from pipeline_lib.train.cli import train_config_from_args
 
-    _bench_module("compare")  # puts bench/peers on the path and loads toolkits as compare.py does
+    load_bench_script("compare")  # puts bench/peers on the path and loads toolkits as compare.py does
     toolkits = sys.modules["toolkits"]
-    argv = {s.name: s.argv for s in _bench_module("gpu_evidence").steps()}["compare_60L12L_authors_shape"]
+    argv = {s.name: s.argv for s in load_bench_script("gpu_evidence").steps()}["compare_60L12L_authors_shape"]
     extra = next(a.split("=", 1)[1] for a in argv if a.startswith("--deepnmt-train-args="))
     setup = toolkits.Setup(raw=tmp_path, work=tmp_path, updates=14, max_tokens=80000, threads=8, max_src_len=50,
                            device="cuda", precision="fp16", update_freq=2, extra_train=tuple(shlex.split(extra)))  # fmt: skip

@@ -4,12 +4,11 @@ by card, precision, width and batch, and the En-Fr plan prices every experiment 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench_script
 
 from pipeline_lib.workflow.cli_check_config import check
 from pipeline_lib.workflow.cli_plan import render_batches, training_cost
@@ -27,16 +26,8 @@ from pipeline_lib.workflow.plan import Plan
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_rate_table_is_what_the_bench_results_give():
-    built = _bench_module("gpu_rates").build()
+    built = load_bench_script("gpu_rates").build()
     assert json.loads(RATES_FILE.read_text()) == built, "run python bench/gpu_rates.py"
     h200 = [r for r in built if "H200" in r["card"]]
     flagship = next(r for r in h200 if r["encoder_layers"] == 60)
@@ -44,7 +35,7 @@ def test_the_rate_table_is_what_the_bench_results_give():
 
 
 def test_flops_per_token_match_the_benchmarks_formula():
-    compare = _bench_module("compare")
+    compare = load_bench_script("compare")
     shape = compare.Shape(60, 12, 512, 2048, 8)
     theirs = compare.train_flops_per_target_token([32] * 10, [32] * 10, 40000, shape)[
         "flops_per_target_token"
