@@ -272,7 +272,6 @@ def cpu_smoke(step: Step) -> Step:
     """The same step, tiny and on the CPU: checks the plumbing (flags, result files) without a GPU. The
     precision modes a CPU has stay (bf16, fairseq_fp16); autocast fp16 becomes bf16."""
     argv = ["cpu" if a == "cuda" else a for a in step.argv]
-    argv = ["bf16" if a == "fp16" and b == "--amp" else a for b, a in zip(["", *argv], argv, strict=False)]
     swaps = {"--precision": "fp32", "--max-tokens": "512", "--updates": "3", "--warmup": "2",
              "--encoder-layers": "3", "--decoder-layers": "2", "--decode-sentences": "20", "--words": "300",
              "--vocab": "300", "--d-model": "64", "--ffn": "128", "--heads": "2", "--threads": "2",
@@ -280,6 +279,8 @@ def cpu_smoke(step: Step) -> Step:
     for i, a in enumerate(argv[:-1]):
         if a in swaps:
             argv[i + 1] = swaps[a]
+        elif a == "--amp" and argv[i + 1] == "fp16":  # autocast fp16 is CUDA only
+            argv[i + 1] = "bf16"
     argv = [a for a in argv if a != "--no-cudnn-attention"]
     # a CPU run of ours spreads micro-batches over threads, which fairseq_fp16 does not take
     argv = [
