@@ -36,6 +36,8 @@ finish before ``--deadline`` is recorded as skipped, not started):
    stability_map.md and plots to ``<out>/gpu_demo/``. Each stops resumably before its step's time is
    up; called again (``--steps gpu_demo``), it resumes and adds the walls. Alone:
    ``--steps gpu_demo_pilot gpu_demo``.
+8. ``cuda_graphs_debug``: the CUDA-graph test alone with ``TORCH_LOGS=+cudagraphs``, for the failure
+   docs/gpu.md describes.
 
 A step whose modules (``Step.needs``) this interpreter cannot find is recorded as skipped, not run;
 the steps run with this checkout first on ``PYTHONPATH``. On a GPU machine with no package index,
@@ -70,6 +72,7 @@ from pipeline_lib.atomic import write_json  # noqa: E402
 # Datasheet dense (no sparsity) bf16 tensor-core peaks, TFLOP/s (NVIDIA's H100/H200 product briefs).
 DENSE_BF16_TFLOPS = {"H200": 989.4, "H100 80GB HBM3": 989.4, "H100 PCIe": 756.0, "H100 NVL": 835.0}
 
+PYTEST = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
 BASE = ["--d-model", "512", "--ffn", "2048", "--heads", "8"]
 BIG = ["--d-model", "1024", "--ffn", "4096", "--heads", "16"]
 LOOP = ["--device", "cuda", "--amp", "bf16", "--vocab", "32000", "--loop", "--threads", "4"]
@@ -92,6 +95,7 @@ class Step:
     timeout: float  # seconds
     expected: float  # seconds it usually takes: not started when less than this is left
     needs: tuple[str, ...] = ()  # modules, or "exe:NAME" for a program on PATH
+    env: tuple[tuple[str, str], ...] = ()  # set for this step only
 
 
 def missing(step: Step) -> list[str]:
@@ -107,11 +111,15 @@ def missing(step: Step) -> list[str]:
     return gone
 
 
-def child_env() -> dict[str, str]:
+def child_env(extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     """The steps' environment: this checkout first on PYTHONPATH, since a step runs ``bench/X.py`` (whose
     own folder, not the checkout, heads its path) on an interpreter that may not have it installed."""
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *([path] if path else [])])}
+    return {
+        **os.environ,
+        **dict(extra),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *([path] if path else [])]),
+    }
 
 
 def steps() -> list[Step]:
@@ -134,7 +142,7 @@ def steps() -> list[Step]:
     return [
         Step(
             "cuda_tests",
-            ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "tests/train/test_cuda.py"],
+            [*PYTEST, "tests/train/test_cuda.py"],
             240,
             60,
         ),
@@ -181,6 +189,15 @@ def steps() -> list[Step]:
         Step("big_bf16_compile", [tt, *loop16k, *BIG, *compiled], 180, 60),
         Step("compare_big_fp16", [cmp, *COMPARE, "--preset", "big", *train_cmp], 240, 80),
         *demo_steps(),
+        # the CUDA-graph failure of 2026-11-28 (docs/gpu.md) with inductor's cudagraph-tree decisions logged
+        # (recording, warm-up, freeing a path): which call freed the activation its backward then read
+        Step(
+            "cuda_graphs_debug",
+            [*PYTEST, "-s", "tests/train/test_cuda.py::test_cuda_graphs_follow_eager"],
+            180,
+            60,
+            env=(("TORCH_LOGS", "+cudagraphs"),),
+        ),
     ]
 
 
@@ -332,7 +349,7 @@ def run_step(step: Step, work: Path, log, remaining: float, out: Path) -> dict: 
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            argv, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            argv, cwd=ROOT, env=child_env(step.env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             timeout=timeout,
         )  # fmt: skip
         output, rc = proc.stdout, proc.returncode
@@ -347,7 +364,7 @@ def run_step(step: Step, work: Path, log, remaining: float, out: Path) -> dict: 
     record["output_tail"] = output[-1500:]
     if result_file.is_file():
         record["result"] = json.loads(result_file.read_text())
-    if step.name == "cuda_tests":
+    if "pytest" in step.argv:
         record["result"] = pytest_counts(output.splitlines()[-1] if output.strip() else "")
     if step.name.startswith("plan_"):  # the plan's per-experiment table, GPU-hours beside the cap
         record["result"] = {"table": output}

@@ -85,6 +85,20 @@ def test_every_step_finds_the_checkout_first_on_its_path(tmp_path: Path, monkeyp
     assert record["output_tail"].strip().split(os.pathsep) == [str(REPO), "/somewhere/else"]
 
 
+def test_a_step_s_own_environment_reaches_it_alone(tmp_path: Path, monkeypatch):
+    """The CUDA-graph diagnosis step sets TORCH_LOGS for its own pytest run, not for the steps after it,
+    and its pytest counts are read like the test step's."""
+    evidence = load_bench_script("gpu_evidence")
+    monkeypatch.delenv("TORCH_LOGS", raising=False)
+    debug = next(s for s in evidence.steps() if s.name == "cuda_graphs_debug")
+    assert dict(debug.env) == {"TORCH_LOGS": "+cudagraphs"} and "pytest" in debug.argv
+    show = ["-c", "import os; print(os.environ.get('TORCH_LOGS', 'unset'))"]
+    with open(tmp_path / "log", "w") as log:
+        own = evidence.run_step(evidence.Step("own", show, 60, 0, env=debug.env), tmp_path, log, 60, tmp_path)
+        after = evidence.run_step(evidence.Step("after", show, 60, 0), tmp_path, log, 60, tmp_path)
+    assert own["output_tail"].strip() == "+cudagraphs" and after["output_tail"].strip() == "unset"
+
+
 def test_the_card_steps_run_end_to_end_in_miniature(tmp_path: Path):
     """The --cpu-smoke run of the card's training step (fairseq's fp16 semantics, which a CPU has too,
     and deferred statistics) and the plan's step: each ok, a rate measured, the plan priced."""
